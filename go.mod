@@ -1,0 +1,3 @@
+module github.com/rdmafs/rdmafs
+
+go 1.26
