@@ -1,0 +1,139 @@
+package sunrpc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+)
+
+const (
+	rpcVersion = 2
+	msgCall    = 0
+	msgReply   = 1
+
+	replyAccepted = 0
+	replyDenied   = 1
+
+	maxAuthBody = 400 // RFC 5531: opaque_auth body<400>
+)
+
+// AcceptStat is the status of an accepted reply that did not succeed.
+type AcceptStat uint32
+
+// The accept_stat values of RFC 5531.
+const (
+	Success      AcceptStat = 0
+	ProgUnavail  AcceptStat = 1
+	ProgMismatch AcceptStat = 2
+	ProcUnavail  AcceptStat = 3
+	GarbageArgs  AcceptStat = 4
+	SystemErr    AcceptStat = 5
+)
+
+var acceptStatNames = [...]string{"success", "program unavailable", "program version mismatch", "procedure unavailable", "garbage arguments", "system error"}
+
+func (s AcceptStat) String() string {
+	if int(s) < len(acceptStatNames) {
+		return acceptStatNames[s]
+	}
+	return fmt.Sprintf("accept_stat %d", uint32(s))
+}
+
+// AcceptError is an accepted reply whose status is not SUCCESS.
+type AcceptError struct {
+	Stat      AcceptStat
+	Low, High uint32 // the supported versions, for ProgMismatch
+}
+
+func (e *AcceptError) Error() string {
+	if e.Stat == ProgMismatch {
+		return fmt.Sprintf("rpc: %v (server supports versions %d to %d)", e.Stat, e.Low, e.High)
+	}
+	return "rpc: " + e.Stat.String()
+}
+
+// DeniedError is a denied reply: an RPC version mismatch or an
+// authentication error.
+type DeniedError struct {
+	AuthError bool   // false: RPC_MISMATCH
+	AuthStat  uint32 // auth_stat, when AuthError
+	Low, High uint32 // supported RPC versions, for RPC_MISMATCH
+}
+
+var authStatNames = [...]string{"ok", "bad credential", "credential rejected, begin a new session", "bad verifier", "verifier expired or replayed", "credential rejected for security reasons", "invalid response verifier", "failed for an unknown reason"}
+
+func (e *DeniedError) Error() string {
+	if !e.AuthError {
+		return fmt.Sprintf("rpc: RPC version mismatch (server supports %d to %d)", e.Low, e.High)
+	}
+	if int(e.AuthStat) < len(authStatNames) {
+		return "rpc: authentication error: " + authStatNames[e.AuthStat]
+	}
+	return fmt.Sprintf("rpc: authentication error %d", e.AuthStat)
+}
+
+// ErrGarbageReply is wrapped by the error of a reply that is not a
+// well-formed RPC reply.
+var ErrGarbageReply = errors.New("rpc: malformed reply")
+
+// appendCallHeader encodes the RPC header of a call.
+func appendCallHeader(e *xdr.Encoder, xid, prog, vers, proc uint32, auth *Auth, cred *Cred) {
+	e.Uint32(xid)
+	e.Uint32(msgCall)
+	e.Uint32(rpcVersion)
+	e.Uint32(prog)
+	e.Uint32(vers)
+	e.Uint32(proc)
+	auth.appendCred(e, cred)
+}
+
+// parseReplyHeader checks the reply header in msg for xid and returns the
+// offset at which the procedure's results begin.
+func parseReplyHeader(msg []byte, xid uint32) (int, error) {
+	d := xdr.NewDecoder(msg)
+	gotXid := d.Uint32()
+	mtype := d.Uint32()
+	stat := d.Uint32()
+	if err := d.Err(); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrGarbageReply, err)
+	}
+	if gotXid != xid || mtype != msgReply {
+		return 0, fmt.Errorf("%w: xid %#x type %d for call %#x", ErrGarbageReply, gotXid, mtype, xid)
+	}
+	switch stat {
+	case replyAccepted:
+		d.Uint32()             // verifier flavor
+		d.Opaque(maxAuthBody) // verifier body
+		as := AcceptStat(d.Uint32())
+		if as == ProgMismatch {
+			low, high := d.Uint32(), d.Uint32()
+			if d.Err() == nil {
+				return 0, &AcceptError{Stat: as, Low: low, High: high}
+			}
+		}
+		if err := d.Err(); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrGarbageReply, err)
+		}
+		if as != Success {
+			return 0, &AcceptError{Stat: as}
+		}
+		return d.Offset(), nil
+	case replyDenied:
+		e := &DeniedError{}
+		switch d.Uint32() {
+		case 0:
+			e.Low, e.High = d.Uint32(), d.Uint32()
+		case 1:
+			e.AuthError = true
+			e.AuthStat = d.Uint32()
+		default:
+			d.Fail(errors.New("bad reject_stat"))
+		}
+		if err := d.Err(); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrGarbageReply, err)
+		}
+		return 0, e
+	}
+	return 0, fmt.Errorf("%w: reply_stat %d", ErrGarbageReply, stat)
+}

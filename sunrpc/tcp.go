@@ -1,0 +1,545 @@
+package sunrpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// TCPConfig configures a TCP transport.
+type TCPConfig struct {
+	Addr string // host:port of the server
+	// ReservedPort binds the local end to a privileged port (665-1023), as
+	// the Linux client's resvport does; servers that export with "secure"
+	// (knfsd's default) accept only such connections. It needs root.
+	ReservedPort bool
+	// MaxCalls is the number of calls in flight at once (the slot table);
+	// more wait in a backlog. Default 128.
+	MaxCalls int
+	// MaxRecord is the largest reply accepted; a larger one is a protocol
+	// error that drops the connection. Default 4 MiB.
+	MaxRecord int
+	// IdleTimeout closes a connection with no call in flight for this
+	// long; the next call reconnects. Default 5 minutes.
+	IdleTimeout time.Duration
+	// Logf, if set, receives connection events.
+	Logf func(format string, args ...any)
+}
+
+// Reconnect backoff: the first attempt after a lost connection is
+// immediate; after a failed one the wait doubles from minBackoff to
+// maxBackoff. The Linux client starts at 3 s, but a userspace server
+// restarts in well under a second and a hard mount should notice quickly.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 10 * time.Second
+)
+
+// TCP is the record-marking transport of RFC 5531 section 11 over TCP.
+type TCP struct {
+	cfg   TCPConfig
+	slots chan struct{}
+
+	mu       sync.Mutex
+	conn     *tcpConn
+	dialing  chan struct{} // closed when the dial under way ends
+	backoff  time.Duration
+	nextDial time.Time
+	closed   bool
+	lastUse  time.Time
+
+	stats xprtStats
+}
+
+// xprtStats are the counters of the mountstats "xprt:" line.
+type xprtStats struct {
+	srcPort      atomic.Int64
+	bindCount    atomic.Uint64
+	connectCount atomic.Uint64
+	connectTime  atomic.Int64 // nanoseconds spent connecting
+	sends        atomic.Uint64
+	recvs        atomic.Uint64
+	badXids      atomic.Uint64
+	reqU         atomic.Uint64 // calls in flight, summed at each send
+	bklogU       atomic.Uint64 // calls waiting for a slot, summed at each send
+	inflight     atomic.Int64
+	backlog      atomic.Int64
+}
+
+// NewTCP returns a TCP transport to cfg.Addr. It connects on first use.
+func NewTCP(cfg TCPConfig) *TCP {
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = 128
+	}
+	if cfg.MaxRecord <= 0 {
+		cfg.MaxRecord = 4 << 20
+	}
+	cfg.MaxRecord = min(cfg.MaxRecord, MaxBuffer)
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	return &TCP{cfg: cfg, slots: make(chan struct{}, cfg.MaxCalls)}
+}
+
+// RoundTrip implements Transport.
+func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
+	deadline := time.Now().Add(call.timeout)
+	if err := t.takeSlot(ctx, deadline); err != nil {
+		return err
+	}
+	defer t.putSlot()
+
+	conn, err := t.connection(ctx, deadline)
+	if err != nil {
+		return err
+	}
+	if !conn.register(call) {
+		return fmt.Errorf("rpc: %s: %w", t.cfg.Addr, ErrDisconnected)
+	}
+	t.stats.sends.Add(1)
+	t.stats.reqU.Add(uint64(t.stats.inflight.Load()))
+	t.stats.bklogU.Add(uint64(t.stats.backlog.Load()))
+	call.SentAt = time.Now()
+	if err := conn.send(call, deadline); err != nil {
+		conn.forget(call.Xid)
+		t.drop(conn, err)
+		return fmt.Errorf("rpc: %s: send: %v: %w", t.cfg.Addr, err, ErrDisconnected)
+	}
+	err = call.Wait(ctx, conn.lost)
+	if err == nil {
+		return nil
+	}
+	if !conn.forget(call.Xid) {
+		<-call.done // the reader claimed the call: its reply is here
+		return nil
+	}
+	if errors.Is(err, ErrTimeout) {
+		t.drop(conn, ErrTimeout)
+	}
+	if errors.Is(err, ErrDisconnected) {
+		return fmt.Errorf("rpc: %s: %v: %w", t.cfg.Addr, conn.cause(), ErrDisconnected)
+	}
+	return err
+}
+
+func (t *TCP) takeSlot(ctx context.Context, deadline time.Time) error {
+	select {
+	case t.slots <- struct{}{}:
+	default:
+		t.stats.backlog.Add(1)
+		defer t.stats.backlog.Add(-1)
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		select {
+		case t.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return ErrTimeout
+		}
+	}
+	t.stats.inflight.Add(1)
+	return nil
+}
+
+func (t *TCP) putSlot() {
+	t.stats.inflight.Add(-1)
+	<-t.slots
+}
+
+// connection returns the live connection, dialing one if needed. One caller
+// dials while the others wait for it.
+func (t *TCP) connection(ctx context.Context, deadline time.Time) (*tcpConn, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, ErrClosed
+		}
+		t.lastUse = time.Now()
+		if c := t.conn; c != nil && c.alive() {
+			t.mu.Unlock()
+			return c, nil
+		}
+		t.conn = nil
+		if ch := t.dialing; ch != nil {
+			t.mu.Unlock()
+			if err := sleepUntil(ctx, deadline, ch); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ch := make(chan struct{})
+		t.dialing = ch
+		wait := time.Until(t.nextDial)
+		t.mu.Unlock()
+
+		c, err := t.dial(ctx, deadline, wait)
+
+		t.mu.Lock()
+		t.dialing = nil
+		close(ch)
+		if err != nil {
+			if errors.Is(err, ErrConnect) {
+				t.backOffLocked()
+			}
+			t.mu.Unlock()
+			return nil, err
+		}
+		t.conn = c
+		t.mu.Unlock()
+		go c.readLoop(t)
+		return c, nil
+	}
+}
+
+// sleepUntil waits for ch to close, ctx to end or the deadline to pass.
+func sleepUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return ErrTimeout
+	}
+}
+
+// dial connects after waiting out the backoff. Only a failed connection
+// attempt returns an error wrapping ErrConnect; running out of time while
+// waiting to make one is ErrTimeout.
+func (t *TCP) dial(ctx context.Context, deadline time.Time, wait time.Duration) (*tcpConn, error) {
+	if wait > 0 {
+		short := wait >= time.Until(deadline)
+		if short {
+			wait = time.Until(deadline)
+		}
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if short {
+			return nil, ErrTimeout
+		}
+	}
+	start := time.Now()
+	defer func() { t.stats.connectTime.Add(int64(time.Since(start))) }()
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := t.dialSocket(dctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("rpc: %s: %w: %w", t.cfg.Addr, ErrConnect, err)
+	}
+	t.stats.connectCount.Add(1)
+	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {
+		t.stats.srcPort.Store(int64(a.Port))
+	}
+	return newTCPConn(nc, t.cfg), nil
+}
+
+// dialSocket connects, from a reserved port if configured.
+func (t *TCP) dialSocket(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	if !t.cfg.ReservedPort {
+		t.stats.bindCount.Add(1)
+		return d.DialContext(ctx, "tcp", t.cfg.Addr)
+	}
+	const lo, hi = 665, 1023
+	first := lo + rand.IntN(hi-lo+1)
+	var lastErr error
+	for i := 0; i <= hi-lo; i++ {
+		port := lo + (first-lo+i)%(hi-lo+1)
+		d.LocalAddr = &net.TCPAddr{Port: port}
+		t.stats.bindCount.Add(1)
+		nc, err := d.DialContext(ctx, "tcp", t.cfg.Addr)
+		if err == nil {
+			return nc, nil
+		}
+		lastErr = err
+		switch {
+		case errors.Is(err, syscall.EADDRINUSE), errors.Is(err, syscall.EADDRNOTAVAIL):
+			continue
+		case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+			return nil, fmt.Errorf("binding a reserved source port needs root (mount option noresvport avoids it): %w", err)
+		}
+		return nil, err
+	}
+	return nil, fmt.Errorf("no reserved source port free: %w", lastErr)
+}
+
+// backOffLocked delays the next connection attempt after a failed one.
+func (t *TCP) backOffLocked() {
+	t.backoff = min(max(2*t.backoff, minBackoff), maxBackoff)
+	t.nextDial = time.Now().Add(t.backoff)
+}
+
+// drop closes conn, if it is still the current connection, because of err.
+// A connection the server closed before it delivered any reply counts as a
+// failed attempt, so a server that accepts and hangs up at once is not
+// redialled in a loop.
+func (t *TCP) drop(conn *tcpConn, err error) {
+	t.mu.Lock()
+	if t.conn == conn {
+		t.conn = nil
+		if !conn.replied.Load() && !errors.Is(err, ErrTimeout) {
+			t.backOffLocked()
+		}
+	}
+	t.mu.Unlock()
+	conn.fail(err)
+}
+
+// connectionWorks forgets the backoff once a connection has carried a reply.
+func (t *TCP) connectionWorks(conn *tcpConn) {
+	if conn.replied.Swap(true) {
+		return
+	}
+	t.mu.Lock()
+	t.backoff = 0
+	t.nextDial = time.Time{}
+	t.mu.Unlock()
+}
+
+// XprtStats implements Transport, in the format of the Linux TCP transport:
+// srcport bind_count connect_count connect_time idle_time sends recvs
+// bad_xids req_u bklog_u max_slots sending_u pending_u.
+func (t *TCP) XprtStats() string {
+	t.mu.Lock()
+	idle := time.Since(t.lastUse)
+	if t.lastUse.IsZero() {
+		idle = 0
+	}
+	t.mu.Unlock()
+	s := &t.stats
+	return fmt.Sprintf("tcp %d %d %d %d %d %d %d %d %d %d %d %d %d",
+		s.srcPort.Load(), s.bindCount.Load(), s.connectCount.Load(), s.connectTime.Load()/1e6,
+		int64(idle.Seconds()), s.sends.Load(), s.recvs.Load(), s.badXids.Load(), s.reqU.Load(),
+		s.bklogU.Load(), t.cfg.MaxCalls, 0, s.inflight.Load())
+}
+
+// Close implements Transport.
+func (t *TCP) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	c := t.conn
+	t.conn = nil
+	t.mu.Unlock()
+	if c != nil {
+		c.fail(ErrClosed)
+	}
+	return nil
+}
+
+// tcpConn is one TCP connection and the calls waiting for replies on it.
+type tcpConn struct {
+	nc  net.Conn
+	cfg TCPConfig
+
+	wmu sync.Mutex
+	iov [5][]byte
+	hdr [4]byte
+
+	mu      sync.Mutex
+	pending map[uint32]*Call
+	err     error
+	lost    chan struct{} // closed when the connection fails
+	idle    *time.Timer
+	replied atomic.Bool // a reply has arrived on this connection
+}
+
+func newTCPConn(nc net.Conn, cfg TCPConfig) *tcpConn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &tcpConn{nc: nc, cfg: cfg, pending: make(map[uint32]*Call), lost: make(chan struct{})}
+	c.idle = time.AfterFunc(cfg.IdleTimeout, c.closeIfIdle)
+	return c
+}
+
+// register records call as waiting for a reply; false if the connection
+// has failed.
+func (c *tcpConn) register(call *Call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return false
+	}
+	c.pending[call.Xid] = call
+	c.idle.Stop()
+	return true
+}
+
+// forget takes call back from the connection; false if the reader has
+// already claimed it.
+func (c *tcpConn) forget(xid uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[xid]; !ok {
+		return false
+	}
+	delete(c.pending, xid)
+	c.armIdle()
+	return true
+}
+
+// claim takes the call waiting for xid, if any.
+func (c *tcpConn) claim(xid uint32) *Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call := c.pending[xid]
+	if call != nil {
+		delete(c.pending, xid)
+		c.armIdle()
+	}
+	return call
+}
+
+func (c *tcpConn) armIdle() {
+	if len(c.pending) == 0 && c.err == nil {
+		c.idle.Reset(c.cfg.IdleTimeout)
+	}
+}
+
+func (c *tcpConn) closeIfIdle() {
+	c.mu.Lock()
+	idle := len(c.pending) == 0
+	c.mu.Unlock()
+	if idle {
+		c.fail(errors.New("idle"))
+	}
+}
+
+// fail closes the connection; calls waiting on it see lost closed.
+func (c *tcpConn) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	c.idle.Stop()
+	close(c.lost)
+	_ = c.nc.Close()
+	if c.cfg.Logf != nil && !errors.Is(err, ErrClosed) {
+		c.cfg.Logf("rpc: %s: connection closed: %v", c.cfg.Addr, err)
+	}
+}
+
+func (c *tcpConn) alive() bool {
+	select {
+	case <-c.lost:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *tcpConn) cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// send writes the call as one record: the head, the payload with its pad
+// and the tail, in one writev.
+func (c *tcpConn) send(call *Call, deadline time.Time) error {
+	pad := padBytes(len(call.Payload))
+	n := len(call.Head) + len(call.Payload) + len(pad) + len(call.Tail)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	binary.BigEndian.PutUint32(c.hdr[:], 1<<31|uint32(n))
+	c.iov = [5][]byte{c.hdr[:], call.Head, call.Payload, pad, call.Tail}
+	bufs := net.Buffers(c.iov[:])
+	_ = c.nc.SetWriteDeadline(deadline)
+	_, err := bufs.WriteTo(c.nc)
+	c.iov = [5][]byte{}
+	return err
+}
+
+var zeroPad [4]byte
+
+func padBytes(n int) []byte { return zeroPad[:(4-n&3)&3] }
+
+// readLoop reads reply records and hands each to the call with its xid.
+func (c *tcpConn) readLoop(t *TCP) {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		buf, err := c.readRecord(br)
+		if err != nil {
+			t.drop(c, err)
+			return
+		}
+		if len(buf.B) < 4 {
+			buf.Release()
+			t.drop(c, fmt.Errorf("reply record of %d bytes", len(buf.B)))
+			return
+		}
+		call := c.claim(binary.BigEndian.Uint32(buf.B))
+		if call == nil {
+			t.stats.badXids.Add(1)
+			buf.Release()
+			continue
+		}
+		t.stats.recvs.Add(1)
+		t.connectionWorks(c)
+		call.Reply = Reply{Msg: buf.B, buf: buf}
+		call.done <- struct{}{}
+	}
+}
+
+// readRecord reads the fragments of one record into a pooled buffer.
+func (c *tcpConn) readRecord(br *bufio.Reader) (*Buffer, error) {
+	var buf *Buffer
+	size := 0
+	for {
+		var mark [4]byte
+		if _, err := io.ReadFull(br, mark[:]); err != nil {
+			if buf != nil {
+				buf.Release()
+			}
+			return nil, err
+		}
+		v := binary.BigEndian.Uint32(mark[:])
+		n := int(v & 0x7fffffff)
+		if size+n > c.cfg.MaxRecord {
+			if buf != nil {
+				buf.Release()
+			}
+			return nil, fmt.Errorf("reply record of more than %d bytes (limit %d)", size+n, c.cfg.MaxRecord)
+		}
+		if buf == nil {
+			buf = GetBuffer(n)
+		} else if size+n > cap(buf.B) {
+			bigger := GetBuffer(size + n)
+			copy(bigger.B, buf.B[:size])
+			buf.Release()
+			buf = bigger
+		}
+		buf.B = buf.B[:size+n]
+		if _, err := io.ReadFull(br, buf.B[size:]); err != nil {
+			buf.Release()
+			return nil, err
+		}
+		size += n
+		if v&(1<<31) != 0 {
+			return buf, nil
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package sunrpc
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Transport carries RPC calls to one server over one connection at a time.
+// Implementations must be safe for concurrent use.
+type Transport interface {
+	// RoundTrip sends call on the current connection, connecting first if
+	// there is none, and waits until its reply is in call.Reply. If the
+	// connection is lost first, it returns an error wrapping ErrDisconnected
+	// and the caller may resend call, with the same xid, on the next one.
+	// If ctx's deadline passes first, the connection the call went out on
+	// is dropped (a call is never retransmitted on the connection that lost
+	// it) and the deadline error is returned; cancelling ctx only abandons
+	// the call.
+	RoundTrip(ctx context.Context, call *Call) error
+
+	// XprtStats returns the transport's counters as the "xprt:" line of
+	// /proc/self/mountstats, without the "xprt:" prefix.
+	XprtStats() string
+
+	// Close drops the connection and makes every RoundTrip fail.
+	Close() error
+}
+
+// ErrDisconnected is wrapped by the error of a call whose connection was
+// lost before its reply came.
+var ErrDisconnected = errors.New("rpc: connection lost")
+
+// ErrConnect is wrapped by the error of a call that found no connection:
+// the server refused or did not answer the connection attempt in time.
+var ErrConnect = errors.New("rpc: cannot connect")
+
+// ErrClosed is the error of a call on a closed Client or Transport.
+var ErrClosed = errors.New("rpc: transport closed")
+
+// Call is one RPC call message and, once it has returned, its reply.
+// A Call is owned by one goroutine at a time and is reused through Release.
+type Call struct {
+	Xid  uint32
+	Proc uint32
+
+	// Head is the RPC header and the arguments up to the payload, or all of
+	// them when there is no payload.
+	Head []byte
+	// Payload is the argument a transport may move by direct data placement
+	// (WRITE data, a SYMLINK path). It is sent after Head and followed by
+	// its XDR pad and then by Tail. It is not copied by the Client.
+	Payload []byte
+	Tail    []byte
+
+	// ReplyPayload is the size of the largest result the reply may carry
+	// that a transport may place directly (READ data, a READLINK path); 0
+	// when the reply has none.
+	ReplyPayload int
+	// ReplyMax bounds the size of the whole reply when it may be larger
+	// than an ordinary small reply (READDIRPLUS); 0 otherwise.
+	ReplyMax int
+
+	// Reply is filled in by the Transport.
+	Reply Reply
+
+	// Retransmits counts how often the call was sent again after a
+	// timeout or a lost connection.
+	Retransmits int
+
+	// SentAt is when a transport last put the call on the wire.
+	SentAt time.Time
+
+	client  *Client
+	done    chan struct{} // signalled by a transport when Reply is filled in
+	timeout time.Duration
+	timer   *time.Timer
+}
+
+// Timeout is how long a Transport waits for this try's reply.
+func (c *Call) Timeout() time.Duration { return c.timeout }
+
+// Done returns the channel a Transport signals when it has filled in Reply.
+// It has a buffer of one; a Transport sends exactly one value per RoundTrip
+// that it answers.
+func (c *Call) Done() chan struct{} { return c.done }
+
+// Reply is the reply to a call.
+type Reply struct {
+	// Msg is the whole reply message (for RPC-over-RDMA, its inline part or
+	// the contents of its reply chunk), beginning with the xid.
+	Msg []byte
+	// Payload is a result the transport placed apart from Msg (READ data
+	// that the server wrote into a write chunk); nil when every result is
+	// in Msg.
+	Payload []byte
+	// Body is the procedure's results: Msg after the RPC reply header.
+	// The Client sets it.
+	Body []byte
+
+	buf Releaser
+}
+
+// Releaser gives a transport's buffer back to it.
+type Releaser interface {
+	Release()
+}
+
+// SetBuffer records the transport buffer that holds the reply so that
+// Release can return it.
+func (r *Reply) SetBuffer(b Releaser) { r.buf = b }
+
+func (r *Reply) release() {
+	if r.buf != nil {
+		r.buf.Release()
+	}
+	*r = Reply{}
+}
