@@ -1,0 +1,191 @@
+package nfs3
+
+import (
+	"context"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+)
+
+// JukeboxDelay is how long the client waits before it asks again after
+// NFS3ERR_JUKEBOX, as the Linux client does.
+var JukeboxDelay = 5 * time.Second
+
+// Client calls the NFSv3 procedures of one server. It is safe for
+// concurrent use.
+type Client struct {
+	rpc *sunrpc.Client
+}
+
+// NewClient returns a Client that calls through rpc, which must be set up
+// for Program and Version.
+func NewClient(rpc *sunrpc.Client) *Client { return &Client{rpc: rpc} }
+
+// RPC returns the underlying RPC client.
+func (c *Client) RPC() *sunrpc.Client { return c.rpc }
+
+// start returns a new call of proc and an encoder for its arguments.
+func (c *Client) start(proc uint32, cred *sunrpc.Cred) (*sunrpc.Call, xdr.Encoder) {
+	call := c.rpc.NewCall(proc, cred)
+	return call, call.Args()
+}
+
+// finish sends the call with the arguments in e and returns a decoder of
+// the results after the status. A status other than OK is returned as the
+// error, and the decoder then holds the rest of the failure results.
+func (c *Client) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder) (xdr.Decoder, error) {
+	call.SetArgs(e)
+	for {
+		if err := c.rpc.Do(ctx, call); err != nil {
+			return xdr.Decoder{}, err
+		}
+		d := xdr.NewDecoder(call.Reply.Body)
+		st := Status(d.Uint32())
+		if err := d.Err(); err != nil {
+			return d, badReply(int(call.Proc), err)
+		}
+		if st == OK {
+			return d, nil
+		}
+		if st != ErrJukebox {
+			return d, st
+		}
+		timer := time.NewTimer(JukeboxDelay)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return d, ctx.Err()
+		}
+		c.rpc.Reissue(call)
+	}
+}
+
+// check returns the decoder's error as a malformed-reply error of proc.
+func check(proc int, d *xdr.Decoder) error {
+	if err := d.Err(); err != nil {
+		return badReply(proc, err)
+	}
+	return nil
+}
+
+// Null calls NULL, to see that the server answers.
+func (c *Client) Null(ctx context.Context) error {
+	call, e := c.start(ProcNull, nil)
+	defer call.Release()
+	call.SetArgs(e)
+	return c.rpc.Do(ctx, call)
+}
+
+// Getattr returns the attributes of fh.
+func (c *Client) Getattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *Fattr) error {
+	call, e := c.start(ProcGetattr, cred)
+	defer call.Release()
+	putFH(&e, fh)
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		return err
+	}
+	getFattr(&d, attr)
+	return check(ProcGetattr, &d)
+}
+
+// Setattr sets the attributes of fh. With guard, the server refuses
+// (NFS3ERR_NOT_SYNC) unless the file's ctime is *guard.
+func (c *Client) Setattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *Sattr, guard *Time, wcc *Wcc) error {
+	call, e := c.start(ProcSetattr, cred)
+	defer call.Release()
+	putFH(&e, fh)
+	putSattr(&e, attr)
+	e.Bool(guard != nil)
+	if guard != nil {
+		putTime(&e, *guard)
+	}
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		return err
+	}
+	getWcc(&d, wcc)
+	return check(ProcSetattr, &d)
+}
+
+// LookupResult is what LOOKUP returns.
+type LookupResult struct {
+	FH         FH
+	Attr       Fattr
+	HasAttr    bool
+	DirAttr    Fattr
+	HasDirAttr bool
+}
+
+// Lookup looks name up in dir.
+func (c *Client) Lookup(ctx context.Context, cred *sunrpc.Cred, dir *FH, name string, res *LookupResult) error {
+	call, e := c.start(ProcLookup, cred)
+	defer call.Release()
+	putDirOp(&e, dir, name)
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		return err
+	}
+	getFH(&d, &res.FH)
+	res.HasAttr = getPostOpAttr(&d, &res.Attr)
+	res.HasDirAttr = getPostOpAttr(&d, &res.DirAttr)
+	if d.Err() == nil && res.FH.IsZero() {
+		d.Fail(errEmptyHandle)
+	}
+	return check(ProcLookup, &d)
+}
+
+// Access asks which of the ACCESS bits in mask the caller has on fh, and
+// returns the bits granted.
+func (c *Client) Access(ctx context.Context, cred *sunrpc.Cred, fh *FH, mask uint32, attr *Fattr) (granted uint32, hasAttr bool, err error) {
+	call, e := c.start(ProcAccess, cred)
+	defer call.Release()
+	putFH(&e, fh)
+	e.Uint32(mask)
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		return 0, false, err
+	}
+	hasAttr = getPostOpAttr(&d, attr)
+	granted = d.Uint32()
+	return granted & mask, hasAttr, check(ProcAccess, &d)
+}
+
+// Readlink returns the target of the symbolic link fh.
+func (c *Client) Readlink(ctx context.Context, cred *sunrpc.Cred, fh *FH) (string, error) {
+	call, e := c.start(ProcReadlink, cred)
+	defer call.Release()
+	putFH(&e, fh)
+	call.ReplyPayload = MaxPathLen
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		return "", err
+	}
+	var attr Fattr
+	getPostOpAttr(&d, &attr)
+	target := ddpOpaque(&d, &call.Reply, MaxPathLen)
+	if err := check(ProcReadlink, &d); err != nil {
+		return "", err
+	}
+	return string(target), nil
+}
+
+// ddpOpaque decodes a variable-length opaque result of at most max bytes
+// that a transport may have placed apart from the reply body: its length
+// stays in the body, its bytes are then in the reply's Payload.
+func ddpOpaque(d *xdr.Decoder, r *sunrpc.Reply, max int) []byte {
+	if r.Payload == nil {
+		return d.Opaque(max)
+	}
+	n := d.Uint32()
+	if d.Err() != nil {
+		return nil
+	}
+	if uint64(n) > uint64(max) || int(n) > len(r.Payload) {
+		d.Fail(errPayloadLength(n, len(r.Payload), max))
+		return nil
+	}
+	return r.Payload[:n]
+}

@@ -1,0 +1,221 @@
+package nfs3
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+)
+
+// The MOUNT procedures.
+const (
+	mountProcNull   = 0
+	mountProcMnt    = 1
+	mountProcUmnt   = 3
+	mountProcExport = 5
+)
+
+var mountProcNames = []string{"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"}
+
+// MOUNT protocol limits.
+const (
+	mntPathLen = 1024
+	mntNameLen = 255
+	maxFlavors = 64
+)
+
+// MountStatus is mountstat3. Every status other than MNT3_OK is an error.
+type MountStatus uint32
+
+var mountStatusText = map[MountStatus]string{
+	1:     "not owner (MNT3ERR_PERM)",
+	2:     "no such export (MNT3ERR_NOENT)",
+	5:     "I/O error (MNT3ERR_IO)",
+	13:    "access denied by server (MNT3ERR_ACCES)",
+	20:    "not a directory (MNT3ERR_NOTDIR)",
+	22:    "invalid argument (MNT3ERR_INVAL)",
+	63:    "path name too long (MNT3ERR_NAMETOOLONG)",
+	10004: "operation not supported (MNT3ERR_NOTSUPP)",
+	10006: "server fault (MNT3ERR_SERVERFAULT)",
+}
+
+// The MOUNT statuses a caller may want to tell apart.
+const (
+	MountErrNoEnt MountStatus = 2
+	MountErrAcces MountStatus = 13
+)
+
+func (s MountStatus) Error() string {
+	if t, ok := mountStatusText[s]; ok {
+		return t
+	}
+	return fmt.Sprintf("mountstat3 %d", uint32(s))
+}
+
+// Export is one entry of the server's export list.
+type Export struct {
+	Dir    string
+	Groups []string
+}
+
+// MountClient speaks the MOUNT protocol to one server's mountd over TCP.
+type MountClient struct {
+	rpc *sunrpc.Client
+}
+
+// DialConfig says how to reach a server's MOUNT or portmap service.
+type DialConfig struct {
+	Host string
+	// Port of the service; 0 asks the portmapper on port 111.
+	Port         int
+	Auth         sunrpc.Auth
+	ReservedPort bool
+	// Timeout of one try; the call is tried twice before it fails.
+	Timeout time.Duration
+}
+
+func (cfg *DialConfig) client(port int, prog, vers uint32, names []string) *sunrpc.Client {
+	t := sunrpc.NewTCP(sunrpc.TCPConfig{
+		Addr:         net.JoinHostPort(cfg.Host, strconv.Itoa(port)),
+		ReservedPort: cfg.ReservedPort,
+		MaxRecord:    1 << 20,
+	})
+	return sunrpc.NewClient(t, sunrpc.Config{
+		Prog: prog, Vers: vers, Auth: cfg.Auth, Timeout: cfg.Timeout, Retrans: 1, Soft: true,
+		Server: cfg.Host, ProcNames: names,
+	})
+}
+
+// DialMount returns a client of the server's MOUNT v3 service, finding its
+// port through the portmapper unless cfg.Port gives it.
+func DialMount(ctx context.Context, cfg DialConfig) (*MountClient, error) {
+	port := cfg.Port
+	if port == 0 {
+		var err error
+		port, err = GetPort(ctx, cfg, MountProgram, MountVersion)
+		if err != nil {
+			return nil, fmt.Errorf("mountd: %w", err)
+		}
+	}
+	return &MountClient{rpc: cfg.client(port, MountProgram, MountVersion, mountProcNames)}, nil
+}
+
+// Close closes the connection to mountd.
+func (m *MountClient) Close() error { return m.rpc.Close() }
+
+// Mnt asks for the root file handle of the export at path, and returns it
+// with the authentication flavors the server accepts for it.
+func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (FH, []sunrpc.Flavor, error) {
+	var fh FH
+	if len(path) > mntPathLen {
+		return fh, nil, MountStatus(63)
+	}
+	call := m.rpc.NewCall(mountProcMnt, cred)
+	defer call.Release()
+	e := call.Args()
+	e.String(path)
+	call.SetArgs(e)
+	if err := m.rpc.Do(ctx, call); err != nil {
+		return fh, nil, err
+	}
+	d := xdr.NewDecoder(call.Reply.Body)
+	if st := MountStatus(d.Uint32()); d.Err() == nil && st != 0 {
+		return fh, nil, st
+	}
+	getFH(&d, &fh)
+	n := d.Uint32()
+	if d.Err() == nil && n > maxFlavors {
+		d.Fail(fmt.Errorf("%d auth flavors", n))
+	}
+	var flavors []sunrpc.Flavor
+	for i := uint32(0); i < n && d.Err() == nil; i++ {
+		flavors = append(flavors, sunrpc.Flavor(d.Uint32()))
+	}
+	if d.Err() == nil && fh.IsZero() {
+		d.Fail(errEmptyHandle)
+	}
+	if err := d.Err(); err != nil {
+		return fh, nil, fmt.Errorf("%w: MNT: %v", ErrBadReply, err)
+	}
+	return fh, flavors, nil
+}
+
+// Umnt tells mountd the client no longer uses the export at path.
+func (m *MountClient) Umnt(ctx context.Context, cred *sunrpc.Cred, path string) error {
+	call := m.rpc.NewCall(mountProcUmnt, cred)
+	defer call.Release()
+	e := call.Args()
+	e.String(path)
+	call.SetArgs(e)
+	return m.rpc.Do(ctx, call)
+}
+
+// Exports returns the server's export list.
+func (m *MountClient) Exports(ctx context.Context) ([]Export, error) {
+	call := m.rpc.NewCall(mountProcExport, nil)
+	defer call.Release()
+	if err := m.rpc.Do(ctx, call); err != nil {
+		return nil, err
+	}
+	return decodeExports(call.Reply.Body)
+}
+
+// decodeExports decodes the exports list of an EXPORT reply.
+func decodeExports(body []byte) ([]Export, error) {
+	d := xdr.NewDecoder(body)
+	var list []Export
+	for d.Bool() {
+		ex := Export{Dir: string(d.Opaque(mntPathLen))}
+		for d.Bool() {
+			ex.Groups = append(ex.Groups, string(d.Opaque(mntNameLen)))
+		}
+		if d.Err() != nil {
+			break
+		}
+		list = append(list, ex)
+	}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("%w: EXPORT: %v", ErrBadReply, err)
+	}
+	return list, nil
+}
+
+// The portmapper's GETPORT (RFC 1833, version 2).
+const (
+	portmapProgram = 100000
+	portmapVersion = 2
+	portmapPort    = 111
+	pmapGetport    = 3
+	ipprotoTCP     = 6
+)
+
+// GetPort asks the portmapper of cfg.Host on which TCP port prog and vers
+// listen.
+func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error) {
+	rpc := cfg.client(portmapPort, portmapProgram, portmapVersion, []string{"NULL", "SET", "UNSET", "GETPORT"})
+	defer rpc.Close()
+	call := rpc.NewCall(pmapGetport, nil)
+	defer call.Release()
+	e := call.Args()
+	e.Uint32(prog)
+	e.Uint32(vers)
+	e.Uint32(ipprotoTCP)
+	e.Uint32(0)
+	call.SetArgs(e)
+	if err := rpc.Do(ctx, call); err != nil {
+		return 0, fmt.Errorf("portmapper at %s: %w", net.JoinHostPort(cfg.Host, strconv.Itoa(portmapPort)), err)
+	}
+	d := xdr.NewDecoder(call.Reply.Body)
+	port := d.Uint32()
+	if err := d.Err(); err != nil {
+		return 0, fmt.Errorf("%w: GETPORT: %v", ErrBadReply, err)
+	}
+	if port == 0 || port > 65535 {
+		return 0, fmt.Errorf("program %d version %d is not registered with the portmapper of %s", prog, vers, cfg.Host)
+	}
+	return int(port), nil
+}
