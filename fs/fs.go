@@ -1,0 +1,210 @@
+// Package fs presents an NFSv3 export as a FUSE file system (go-fuse's node
+// API): every FUSE operation becomes NFSv3 calls through an nfs3.Client.
+//
+// It keeps the caches and the consistency rules of the Linux NFS client:
+// attributes are cached between acregmin and acregmax (acdirmin and
+// acdirmax for directories), growing while they do not change; LOOKUP
+// results, positive and negative, are cached by the kernel for the
+// directory's attribute timeout; a file's attributes are revalidated when it
+// is opened and its cached data dropped if it changed (close-to-open).
+// Writes go out as UNSTABLE WRITEs behind the program's back and are made
+// durable with COMMIT on close and fsync; every uncommitted byte is kept
+// until COMMIT returns the verifier it was written under.
+//
+// The package does not know which transport carries the calls.
+package fs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// Options are the mount options that govern caching, consistency and
+// identity.
+type Options struct {
+	// Attribute cache bounds (acregmin, acregmax, acdirmin, acdirmax).
+	ACRegMin, ACRegMax time.Duration
+	ACDirMin, ACDirMax time.Duration
+	// LookupNegative caches "no such file" answers; LookupPositive caches
+	// names that exist (lookupcache=all: both; pos: positive only; none:
+	// neither).
+	LookupPositive, LookupNegative bool
+	// NoCTO skips the revalidation on open (close-to-open consistency).
+	NoCTO bool
+	// NoReaddirPlus lists directories with READDIR instead of READDIRPLUS.
+	NoReaddirPlus bool
+	// Sync sends every write as FILE_SYNC before write(2) returns.
+	Sync bool
+	// ReadOnly refuses every change with EROFS.
+	ReadOnly bool
+	// RSize and WSize are the largest READ and WRITE, after negotiation.
+	RSize, WSize int
+	// FixedUID and FixedGID, when set, replace the caller's identity.
+	FixedUID, FixedGID *uint32
+	// AuthNone sends no credentials (sec=none).
+	AuthNone bool
+	// DirtyLimit bounds the written data held in memory for all files,
+	// whether not yet sent or sent but not committed; writers wait above
+	// it while COMMITs free memory. 0 means 256 MiB.
+	DirtyLimit int64
+	// WritesInFlight bounds the WRITE calls of write-behind in flight at
+	// once; 0 means 64.
+	WritesInFlight int
+}
+
+// Config is what New needs.
+type Config struct {
+	Client   *nfs3.Client
+	Root     nfs3.FH
+	RootAttr nfs3.Fattr
+	Options  Options
+	// Source names the export ("server:/export") in statistics.
+	Source string
+	// MountOptions is the option string shown in statistics.
+	MountOptions string
+	// Mountpoint is where the file system is mounted, for statistics.
+	Mountpoint string
+	// Logf receives errors that cannot be returned to a program, such as
+	// a failed background write.
+	Logf func(format string, args ...any)
+}
+
+// FS is one mounted export.
+type FS struct {
+	cfg    Config
+	opts   Options
+	nfs    *nfs3.Client
+	root   *node
+	start  time.Time
+	creds   credCache
+	objects objectTable
+
+	sillyCount atomic.Uint64
+
+	writeSlots chan struct{}
+
+	dirtyMu   sync.Mutex
+	dirtyCond *sync.Cond
+	held      int64              // bytes held by write-behind, all files
+	dirty     map[*writeback]int // files holding data, for Shutdown
+}
+
+// New returns the file system of the export whose root is cfg.Root.
+func New(cfg Config) *FS {
+	o := cfg.Options
+	if o.DirtyLimit <= 0 {
+		o.DirtyLimit = 256 << 20
+	}
+	if o.WritesInFlight <= 0 {
+		o.WritesInFlight = 64
+	}
+	if o.RSize <= 0 {
+		o.RSize = 1 << 20
+	}
+	if o.WSize <= 0 {
+		o.WSize = 1 << 20
+	}
+	f := &FS{
+		cfg:        cfg,
+		opts:       o,
+		nfs:        cfg.Client,
+		start:      time.Now(),
+		writeSlots: make(chan struct{}, o.WritesInFlight),
+		dirty:      make(map[*writeback]int),
+	}
+	f.dirtyCond = sync.NewCond(&f.dirtyMu)
+	f.creds.init()
+	f.root = f.newNode(cfg.Root, &cfg.RootAttr)
+	return f
+}
+
+// Root returns the root directory node, for gofs.Mount.
+func (f *FS) Root() gofs.InodeEmbedder { return f.root }
+
+// MountOptions returns the go-fuse options that suit the file system:
+// requests as large as rsize and wsize, many reads in flight, and the
+// entry and attribute timeouts left to each reply.
+func (f *FS) MountOptions() *gofs.Options {
+	zero := time.Duration(0)
+	neg := zero
+	if f.opts.LookupNegative {
+		neg = f.opts.ACDirMin
+	}
+	maxIO := min(max(f.opts.RSize, f.opts.WSize), 1<<20)
+	return &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			MaxWrite:           maxIO,
+			MaxBackground:      64,
+			DisableReadDirPlus: f.opts.NoReaddirPlus,
+			Name:               "rdmafs",
+			FsName:             f.cfg.Source,
+		},
+		// Each reply sets its own timeouts; these are the defaults for
+		// replies that do not.
+		EntryTimeout:    &zero,
+		AttrTimeout:     &zero,
+		NegativeTimeout: &neg,
+		NullPermissions: true,
+		RootStableAttr:  &gofs.StableAttr{Ino: f.root.obj.fileID, Gen: generation(&f.root.obj.fh)},
+	}
+}
+
+// Shutdown writes and commits the data of every file, as before an
+// unmount. It returns the first error.
+func (f *FS) Shutdown(ctx context.Context) error {
+	f.dirtyMu.Lock()
+	files := make([]*writeback, 0, len(f.dirty))
+	for wb := range f.dirty {
+		files = append(files, wb)
+	}
+	f.dirtyMu.Unlock()
+	var first error
+	for _, wb := range files {
+		if err := wb.sync(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// WriteStats writes the statistics block of the mount in the format of
+// /proc/self/mountstats.
+func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
+	rpc := f.nfs.RPC()
+	_, err := fmt.Fprintf(w, "device %s mounted on %s with fstype nfs statvers=1.1\n"+
+		"\topts:\t%s\n\tage:\t%d\n\tRPC iostats version: 1.1  p/v: %d/%d (nfs)\n\txprt:\t%s\n\tper-op statistics\n",
+		f.cfg.Source, mountpoint, f.cfg.MountOptions, int(time.Since(f.start).Seconds()),
+		nfs3.Program, nfs3.Version, rpc.Transport().XprtStats())
+	if err != nil {
+		return err
+	}
+	return rpc.WriteOpStats(w)
+}
+
+func (f *FS) logf(format string, args ...any) {
+	if f.cfg.Logf != nil {
+		f.cfg.Logf(format, args...)
+	}
+}
+
+// cred returns the credential to send for the request in ctx.
+func (f *FS) cred(ctx context.Context) *sunrpc.Cred {
+	if f.opts.AuthNone {
+		return nil
+	}
+	return f.creds.lookup(ctx, f.opts.FixedUID, f.opts.FixedGID)
+}
+
+// StatsXattr is the extended attribute of the mount's root directory that
+// holds the statistics of WriteStats; `rdmafs stats` reads it.
+const StatsXattr = "user.rdmafs.mountstats"

@@ -1,0 +1,82 @@
+package fs
+
+import (
+	"hash/fnv"
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+)
+
+// object is one file on the server, named by its file handle. go-fuse may
+// hold several nodes for one file (a lookup racing another, a hard link
+// found through another directory); they share one object, so its
+// attributes, write-behind data and open count are one.
+type object struct {
+	fh     nfs3.FH
+	fileID uint64
+	typ    nfs3.FileType
+
+	mu          sync.Mutex
+	attr        nfs3.Fattr
+	attrExpires time.Time     // attr is fresh until then
+	attrTimeo   time.Duration // current adaptive timeout
+	// The attributes the kernel's cached data was valid for, to decide
+	// at open whether to drop it (close-to-open).
+	dataAttr  nfs3.Fattr
+	dataValid bool
+	access    accessCache
+	opens     int    // open file handles
+	silly     *silly // set when unlinked while open
+	wb        *writeback
+}
+
+// objectTable finds the object of a handle while any node uses it.
+type objectTable struct {
+	mu sync.Mutex
+	m  map[nfs3.FH]weak.Pointer[object]
+}
+
+// get returns the object for fh, creating it with attr if there is none.
+func (t *objectTable) get(fh nfs3.FH, attr *nfs3.Fattr) (obj *object, created bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[nfs3.FH]weak.Pointer[object])
+	}
+	if wp, ok := t.m[fh]; ok {
+		if obj := wp.Value(); obj != nil {
+			return obj, false
+		}
+	}
+	obj = &object{fh: fh, fileID: attr.FileID, typ: attr.Type}
+	wp := weak.Make(obj)
+	t.m[fh] = wp
+	runtime.AddCleanup(obj, t.forget, cleanupArg{fh, wp})
+	return obj, true
+}
+
+type cleanupArg struct {
+	fh nfs3.FH
+	wp weak.Pointer[object]
+}
+
+// forget drops the table entry of a collected object, unless the handle
+// already names a newer one.
+func (t *objectTable) forget(arg cleanupArg) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[arg.fh] == arg.wp {
+		delete(t.m, arg.fh)
+	}
+}
+
+// generation derives go-fuse's inode generation from the handle, so that a
+// new file that got the file id of a deleted one is a new node.
+func generation(fh *nfs3.FH) uint64 {
+	h := fnv.New64a()
+	h.Write(fh.Bytes())
+	return h.Sum64()
+}

@@ -1,0 +1,460 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// Write-behind. A write(2) copies the data into an extent of the file's
+// writeback and returns; the extent goes to the server as an UNSTABLE WRITE
+// when it is full (wsize bytes, aligned to wsize) or when something needs
+// the data there (close, fsync, a read of the range, a setattr). The
+// server's answer keeps the extent until a COMMIT returns the same write
+// verifier as the WRITE did; a different verifier means the server
+// restarted and may have lost the data, so the extent is sent again. Data
+// the server wrote FILE_SYNC is dropped at once.
+//
+// Extents are sent in the order they were written, and one that overlaps
+// an earlier extent still on its way waits for it, so the server sees
+// overlapping writes in the program's order.
+
+type extentState int
+
+const (
+	extDirty    extentState = iota // not sent yet
+	extSending                     // WRITE in flight
+	extUnstable                    // written UNSTABLE, not committed
+)
+
+type extent struct {
+	off    int64
+	mem    *sunrpc.Buffer // data is mem.B[:n]
+	n      int
+	room   int // the extent's size when full: up to the next wsize boundary
+	state  extentState
+	queued bool // a dirty extent that may be sent
+	verf   nfs3.Verf
+	cred   *sunrpc.Cred
+}
+
+func (e *extent) end() int64 { return e.off + int64(e.n) }
+
+func (e *extent) data() []byte { return e.mem.B[:e.n] }
+
+// An extent starts with a buffer for the first write, at least
+// minExtentBuffer, and doubles it as sequential writes fill it, so small
+// files hold little memory and large ones copy little.
+const minExtentBuffer = 64 << 10
+
+func getBuffer(n int) *sunrpc.Buffer {
+	b := sunrpc.GetBuffer(n)
+	b.B = b.B[:cap(b.B)]
+	return b
+}
+
+// grow makes room for need bytes.
+func (e *extent) grow(need int) {
+	bigger := getBuffer(min(e.room, max(need, 2*len(e.mem.B))))
+	copy(bigger.B, e.mem.B[:e.n])
+	e.mem.Release()
+	e.mem = bigger
+}
+
+func (e *extent) overlaps(off, end int64) bool { return e.off < end && off < e.end() }
+
+// sendsPerFile bounds the WRITEs of one file in flight; the FS bounds all.
+const sendsPerFile = 16
+
+type writeback struct {
+	f   *FS
+	obj *object
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	extents  []*extent // in the order written
+	filling  *extent   // the extent taking sequential writes, not queued
+	sending  int
+	held     int64 // bytes in extents
+	unstable int64 // bytes in unstable extents
+	err      error // first failure of a background WRITE, for the next flush
+	commits  int   // background commits running
+
+	syncMu sync.Mutex // one sync at a time
+}
+
+// writeback returns obj's writeback, nil if nothing was ever written.
+func (obj *object) writeback() *writeback {
+	obj.mu.Lock()
+	defer obj.mu.Unlock()
+	return obj.wb
+}
+
+// writebackFor returns obj's writeback, creating it.
+func (f *FS) writebackFor(obj *object) *writeback {
+	obj.mu.Lock()
+	defer obj.mu.Unlock()
+	if obj.wb == nil {
+		obj.wb = &writeback{f: f, obj: obj}
+		obj.wb.cond = sync.NewCond(&obj.wb.mu)
+	}
+	return obj.wb
+}
+
+// end returns the end of the data the server may not have yet, 0 if none.
+func (wb *writeback) end() uint64 {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	var end int64
+	for _, e := range wb.extents {
+		if e.state != extUnstable {
+			end = max(end, e.end())
+		}
+	}
+	return uint64(end)
+}
+
+// write takes data written at off, for cred.
+func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, data []byte) error {
+	wsize := int64(wb.f.opts.WSize)
+	wb.mu.Lock()
+	if err := wb.err; err != nil {
+		wb.mu.Unlock()
+		return err
+	}
+	var added int64
+	for len(data) > 0 {
+		e := wb.filling
+		if e == nil || off < e.off || off > e.end() || off >= e.off+int64(e.room) {
+			// Not a rewrite or an extension of the extent being filled.
+			if e != nil {
+				wb.queue(e)
+			}
+			room := int((off/wsize+1)*wsize - off)
+			e = &extent{off: off, room: room, cred: cred, mem: getBuffer(min(room, max(len(data), minExtentBuffer)))}
+			wb.extents = append(wb.extents, e)
+			wb.filling = e
+		}
+		k := int(min(int64(len(data)), e.off+int64(e.room)-off))
+		need := int(off-e.off) + k
+		if need > len(e.mem.B) {
+			e.grow(need)
+		}
+		copy(e.mem.B[off-e.off:], data[:k])
+		if need > e.n {
+			added += int64(need - e.n)
+			e.n = need
+		}
+		off += int64(k)
+		data = data[k:]
+		if e.n == e.room {
+			wb.queue(e)
+		}
+	}
+	wb.held += added
+	wb.pump()
+	unstable := wb.unstable
+	wb.mu.Unlock()
+	wb.f.hold(wb, added)
+	if unstable > wb.f.commitThreshold() {
+		wb.commitInBackground()
+	}
+	return wb.f.waitForRoom(ctx)
+}
+
+// queue marks e ready to send. The caller holds wb.mu.
+func (wb *writeback) queue(e *extent) {
+	e.queued = true
+	if wb.filling == e {
+		wb.filling = nil
+	}
+}
+
+// pump starts the WRITEs of queued extents that may go now. The caller
+// holds wb.mu.
+func (wb *writeback) pump() {
+	for i, e := range wb.extents {
+		if wb.sending >= sendsPerFile {
+			return
+		}
+		if e.state != extDirty || !e.queued || wb.blocked(i) {
+			continue
+		}
+		e.state = extSending
+		wb.sending++
+		go wb.send(e)
+	}
+}
+
+// blocked reports whether an earlier extent that overlaps extent i has not
+// reached the server yet.
+func (wb *writeback) blocked(i int) bool {
+	e := wb.extents[i]
+	for _, prev := range wb.extents[:i] {
+		if prev.state != extUnstable && prev.overlaps(e.off, e.end()) {
+			return true
+		}
+	}
+	return false
+}
+
+// send writes e to the server, in several WRITEs if the server writes
+// less than asked.
+func (wb *writeback) send(e *extent) {
+	f := wb.f
+	f.writeSlots <- struct{}{}
+	committed := nfs3.FileSync
+	var verf nfs3.Verf
+	var err error
+	for done := 0; done < e.n && err == nil; {
+		var res nfs3.WriteResult
+		err = f.nfs.Write(context.Background(), e.cred, &wb.obj.fh, uint64(e.off)+uint64(done), e.data()[done:], nfs3.Unstable, &res)
+		if err != nil {
+			break
+		}
+		if res.Count == 0 {
+			err = errors.New("server wrote nothing")
+			break
+		}
+		f.writeDone(wb.obj, &res.Wcc)
+		if done > 0 && res.Verf != verf {
+			// The server restarted between the parts: make COMMIT see a
+			// verifier that cannot match, so the whole extent goes again.
+			committed, res.Verf = nfs3.Unstable, nfs3.Verf{}
+		}
+		verf = res.Verf
+		committed = min(committed, res.Committed)
+		done += int(res.Count)
+	}
+	<-f.writeSlots
+
+	wb.mu.Lock()
+	wb.sending--
+	switch {
+	case err != nil:
+		f.logf("write-behind of %d bytes at %d to file %d failed: %v", e.n, e.off, wb.obj.fileID, err)
+		if wb.err == nil {
+			wb.err = err
+		}
+		wb.remove(e)
+	case committed != nfs3.Unstable:
+		wb.remove(e)
+	default:
+		e.state = extUnstable
+		e.verf = verf
+		wb.unstable += int64(e.n)
+	}
+	wb.pump()
+	wb.cond.Broadcast()
+	wb.mu.Unlock()
+}
+
+// remove drops e and gives its memory back. The caller holds wb.mu.
+func (wb *writeback) remove(e *extent) {
+	for i, x := range wb.extents {
+		if x == e {
+			wb.extents = append(wb.extents[:i], wb.extents[i+1:]...)
+			break
+		}
+	}
+	if e.state == extUnstable {
+		wb.unstable -= int64(e.n)
+	}
+	wb.held -= int64(e.n)
+	e.mem.Release()
+	e.mem = nil
+	wb.f.hold(wb, -int64(e.n))
+}
+
+// waitSent queues every extent that overlaps [off, end) and waits until
+// none of them is dirty or in flight.
+func (wb *writeback) waitSent(ctx context.Context, off, end int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		wb.mu.Lock()
+		wb.cond.Broadcast()
+		wb.mu.Unlock()
+	})
+	defer stop()
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	for {
+		busy := false
+		for _, e := range wb.extents {
+			if e.state != extUnstable && e.overlaps(off, end) {
+				busy = true
+				if e.state == extDirty {
+					wb.queue(e)
+				}
+			}
+		}
+		if !busy {
+			return nil
+		}
+		wb.pump()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wb.cond.Wait()
+	}
+}
+
+// sync sends everything and commits it: the data is durable on the server
+// when it returns nil. It returns (and forgets) the first error of a
+// background WRITE since the last sync.
+func (wb *writeback) sync(ctx context.Context) error {
+	wb.syncMu.Lock()
+	defer wb.syncMu.Unlock()
+	for {
+		if err := wb.waitSent(ctx, 0, 1<<63-1); err != nil {
+			return err
+		}
+		wb.mu.Lock()
+		err := wb.err
+		wb.err = nil
+		wb.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		again, err := wb.commit(ctx)
+		if err != nil || !again {
+			return err
+		}
+	}
+}
+
+// commit sends COMMIT for the extents the server holds unstable and drops
+// those written under the verifier it returns. Those written under another
+// verifier are queued again and again is true.
+func (wb *writeback) commit(ctx context.Context) (again bool, err error) {
+	wb.mu.Lock()
+	var pending []*extent
+	for _, e := range wb.extents {
+		if e.state == extUnstable {
+			pending = append(pending, e)
+		}
+	}
+	wb.mu.Unlock()
+	if len(pending) == 0 {
+		return false, nil
+	}
+	var wcc nfs3.Wcc
+	verf, err := wb.f.nfs.Commit(ctx, pending[0].cred, &wb.obj.fh, 0, 0, &wcc)
+	if err != nil {
+		return false, err
+	}
+	wb.f.setWcc(wb.obj, &wcc)
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	for _, e := range pending {
+		if e.mem == nil || e.state != extUnstable {
+			continue // dropped or already being sent again
+		}
+		if e.verf == verf {
+			wb.remove(e)
+			continue
+		}
+		e.state = extDirty
+		wb.unstable -= int64(e.n)
+		wb.queue(e)
+		again = true
+	}
+	if again {
+		wb.f.logf("file %d: the server's write verifier changed; sending uncommitted data again", wb.obj.fileID)
+		wb.pump()
+	}
+	return again, nil
+}
+
+// commitInBackground commits what the server holds unstable, to free
+// memory while a large file is being written.
+func (wb *writeback) commitInBackground() {
+	wb.mu.Lock()
+	if wb.commits > 0 {
+		wb.mu.Unlock()
+		return
+	}
+	wb.commits++
+	wb.mu.Unlock()
+	go func() {
+		if _, err := wb.commit(context.Background()); err != nil {
+			wb.f.logf("file %d: background COMMIT: %v", wb.obj.fileID, err)
+		}
+		wb.mu.Lock()
+		wb.commits--
+		wb.mu.Unlock()
+	}()
+}
+
+// hold accounts n more (or, negative, fewer) bytes held for wb.
+func (f *FS) hold(wb *writeback, n int64) {
+	if n == 0 {
+		return
+	}
+	f.dirtyMu.Lock()
+	defer f.dirtyMu.Unlock()
+	f.held += n
+	f.dirty[wb] += int(n)
+	if f.dirty[wb] == 0 {
+		delete(f.dirty, wb)
+	}
+	if n < 0 {
+		f.dirtyCond.Broadcast()
+	}
+}
+
+// commitThreshold is how much unstable data one file holds before a
+// background COMMIT frees it.
+func (f *FS) commitThreshold() int64 { return min(f.opts.DirtyLimit/4, 64<<20) }
+
+// waitForRoom makes a writer wait while write-behind holds more than the
+// dirty limit, committing what every file holds so that it shrinks.
+func (f *FS) waitForRoom(ctx context.Context) error {
+	f.dirtyMu.Lock()
+	if f.held <= f.opts.DirtyLimit {
+		f.dirtyMu.Unlock()
+		return nil
+	}
+	files := make([]*writeback, 0, len(f.dirty))
+	for wb := range f.dirty {
+		files = append(files, wb)
+	}
+	f.dirtyMu.Unlock()
+	for _, wb := range files {
+		wb.commitInBackground()
+	}
+	stop := context.AfterFunc(ctx, func() {
+		f.dirtyMu.Lock()
+		f.dirtyCond.Broadcast()
+		f.dirtyMu.Unlock()
+	})
+	defer stop()
+	f.dirtyMu.Lock()
+	defer f.dirtyMu.Unlock()
+	for f.held > f.opts.DirtyLimit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f.dirtyCond.Wait()
+	}
+	return nil
+}
+
+// writeDone records the attributes a WRITE returned. When the file was
+// what the kernel's cached data was valid for just before, the change is
+// this client's own, and the cached data stays valid.
+func (f *FS) writeDone(obj *object, w *nfs3.Wcc) {
+	if !w.HasAfter {
+		f.invalidate(obj)
+		return
+	}
+	obj.mu.Lock()
+	if obj.dataValid && w.HasBefore && w.Before.Size == obj.dataAttr.Size &&
+		w.Before.Mtime == obj.dataAttr.Mtime && w.Before.Ctime == obj.dataAttr.Ctime {
+		obj.dataAttr = w.After
+	}
+	obj.mu.Unlock()
+	f.setAttr(obj, &w.After)
+}
