@@ -158,6 +158,8 @@ func openMask(flags uint32) uint32 {
 // Access implements gofs.NodeAccesser (access(2) and the checks the
 // kernel asks for).
 func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	if mask&mayWrite != 0 && n.fs.opts.ReadOnly {
 		return syscall.EROFS
 	}

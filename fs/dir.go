@@ -37,6 +37,8 @@ func checkName(name string) syscall.Errno {
 
 // Lookup implements gofs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := checkName(name); en != 0 {
 		return nil, en
 	}
@@ -95,6 +97,8 @@ func (n *node) mayChange(name string) syscall.Errno {
 // does not support it gets GUARDED. Without O_EXCL the create is
 // UNCHECKED, as open(2) of an existing file with O_CREAT succeeds.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, nil, 0, en
 	}
@@ -157,6 +161,8 @@ func (n *node) opened(ctx context.Context, ino *gofs.Inode, flags uint32, out *f
 
 // Mkdir implements gofs.NodeMkdirer.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -171,6 +177,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Mknod implements gofs.NodeMknoder: FIFOs, sockets and devices; a
 // regular file is a GUARDED CREATE.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -204,6 +212,8 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 
 // Symlink implements gofs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -219,6 +229,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Link implements gofs.NodeLinker.
 func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -242,6 +254,8 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 // program that unlinks a file it has open can go on using it, as with the
 // kernel client.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return en
 	}
@@ -260,6 +274,8 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 // Rmdir implements gofs.NodeRmdirer.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return en
 	}
@@ -274,6 +290,8 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // client refuses them. A replaced file that is still open is hidden first,
 // as Unlink does.
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.mayChange(newName); en != 0 {
 		return en
 	}
@@ -312,6 +330,8 @@ func (n *node) childObject(name string) *object {
 
 // Statfs implements gofs.NodeStatfser with FSSTAT.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	f := n.fs
 	st, err := f.nfs.Fsstat(ctx, f.cred(ctx), &n.obj.fh)
 	if err != nil {

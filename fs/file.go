@@ -33,6 +33,8 @@ var (
 // server and, for close-to-open consistency, fetches fresh attributes: if
 // the file changed since the kernel cached its data, the cache is dropped.
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	f := n.fs
 	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
 	if writing && f.opts.ReadOnly {
@@ -96,6 +98,8 @@ func (r *readResult) Done() {
 
 // Read implements gofs.FileReader.
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	f := h.fs
 	if wb := h.obj.writeback(); wb != nil {
 		// The server must have what this client wrote before it is read.
@@ -155,6 +159,8 @@ func (f *FS) readDone(obj *object, res *nfs3.ReadResult) {
 
 // Write implements gofs.FileWriter.
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	f := h.fs
 	if f.opts.ReadOnly {
 		return 0, syscall.EROFS
@@ -199,6 +205,8 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 // Flush implements gofs.FileFlusher: close(2) sends and commits what was
 // written, and reports a failure of write-behind.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	if wb := h.obj.writeback(); wb != nil {
 		return errno(wb.sync(ctx))
 	}
@@ -219,6 +227,8 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 
 // Getattr on a handle is Getattr of its node (fstat).
 func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	a, err := h.fs.getattr(ctx, h.obj, false)
 	if err != nil {
 		return errno(err)
@@ -230,6 +240,8 @@ func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 
 // Setattr implements gofs.NodeSetattrer: chmod, chown, truncate, utimes.
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	f := n.fs
 	if f.opts.ReadOnly {
 		return syscall.EROFS
@@ -291,6 +303,8 @@ func setTime(valid, set, now uint32, sec uint64, nsec uint32) (nfs3.SetTime, nfs
 
 // Readlink implements gofs.NodeReadlinker.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	target, err := n.fs.nfs.Readlink(ctx, n.fs.cred(ctx), &n.obj.fh)
 	if err != nil {
 		return nil, errno(err)

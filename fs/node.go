@@ -163,6 +163,8 @@ func (f *FS) fillEntry(dir, child *object, a *nfs3.Fattr, out *fuse.EntryOut) {
 
 // Getattr implements gofs.NodeGetattrer.
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx, release := killable(ctx)
+	defer release()
 	a, err := n.fs.getattr(ctx, n.obj, false)
 	if err != nil {
 		return errno(err)
@@ -172,7 +174,10 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 	return 0
 }
 
-// errno returns the errno a program should see for err.
+// errno returns the errno a program should see for err: the NFS status's,
+// EINTR for a call its caller's death ended, and EIO for everything else
+// (a soft mount's timeout, a server that cannot be reached or replies
+// nonsense), as the kernel client reports them.
 func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
@@ -180,10 +185,6 @@ func errno(err error) syscall.Errno {
 	var st nfs3.Status
 	if errors.As(err, &st) {
 		return st.Errno()
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
 	}
 	var ae *sunrpc.AcceptError
 	if errors.As(err, &ae) && ae.Stat == sunrpc.ProcUnavail {

@@ -53,6 +53,8 @@ var (
 
 // OpendirHandle implements gofs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if en := n.fs.checkAccess(ctx, n.obj, mayRead); en != 0 {
 		return nil, 0, en
 	}
@@ -61,6 +63,8 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 
 // Readdirent implements gofs.FileReaddirenter.
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	switch h.pos {
 	case 0, 1:
 		h.pos++
@@ -136,6 +140,8 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 // Lookup implements gofs.FileLookuper: the attributes and handle of an
 // entry READDIRPLUS returned make its Inode without a LOOKUP.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, release := killable(ctx)
+	defer release()
 	if e := h.last; e != nil && e.name == name && e.hasAttr && e.hasFH {
 		return h.n.found(ctx, e.fh, &e.attr, true, out)
 	}

@@ -37,6 +37,7 @@ type extent struct {
 	room   int // the extent's size when full: up to the next wsize boundary
 	state  extentState
 	queued bool // a dirty extent that may be sent
+	stable nfs3.StableHow
 	verf   nfs3.Verf
 	cred   *sunrpc.Cred
 }
@@ -156,12 +157,8 @@ func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, da
 	}
 	wb.held += added
 	wb.pump()
-	unstable := wb.unstable
 	wb.mu.Unlock()
 	wb.f.hold(wb, added)
-	if unstable > wb.f.commitThreshold() {
-		wb.commitInBackground()
-	}
 	return wb.f.waitForRoom(ctx)
 }
 
@@ -211,7 +208,7 @@ func (wb *writeback) send(e *extent) {
 	var err error
 	for done := 0; done < e.n && err == nil; {
 		var res nfs3.WriteResult
-		err = f.nfs.Write(context.Background(), e.cred, &wb.obj.fh, uint64(e.off)+uint64(done), e.data()[done:], nfs3.Unstable, &res)
+		err = f.nfs.Write(context.Background(), e.cred, &wb.obj.fh, uint64(e.off)+uint64(done), e.data()[done:], e.stable, &res)
 		if err != nil {
 			break
 		}
@@ -250,6 +247,18 @@ func (wb *writeback) send(e *extent) {
 	wb.pump()
 	wb.cond.Broadcast()
 	wb.mu.Unlock()
+	wb.maybeCommit()
+}
+
+// maybeCommit starts a background COMMIT when the file holds much
+// unstable data or write-behind as a whole is over its limit.
+func (wb *writeback) maybeCommit() {
+	wb.mu.Lock()
+	unstable := wb.unstable
+	wb.mu.Unlock()
+	if unstable > 0 && (unstable > wb.f.commitThreshold() || wb.f.overLimit()) {
+		wb.commitInBackground()
+	}
 }
 
 // remove drops e and gives its memory back. The caller holds wb.mu.
@@ -307,6 +316,13 @@ func (wb *writeback) waitSent(ctx context.Context, off, end int64) error {
 func (wb *writeback) sync(ctx context.Context) error {
 	wb.syncMu.Lock()
 	defer wb.syncMu.Unlock()
+	wb.mu.Lock()
+	if len(wb.extents) == 1 && wb.extents[0].state == extDirty {
+		// All there is to make durable fits in one WRITE: make it
+		// FILE_SYNC and save the COMMIT, as the kernel client does.
+		wb.extents[0].stable = nfs3.FileSync
+	}
+	wb.mu.Unlock()
 	for {
 		if err := wb.waitSent(ctx, 0, 1<<63-1); err != nil {
 			return err
@@ -385,6 +401,9 @@ func (wb *writeback) commitInBackground() {
 		wb.mu.Lock()
 		wb.commits--
 		wb.mu.Unlock()
+		// Data sent again after a changed verifier, or sent while this
+		// COMMIT was out, may need the next one.
+		wb.maybeCommit()
 	}()
 }
 
@@ -409,8 +428,17 @@ func (f *FS) hold(wb *writeback, n int64) {
 // background COMMIT frees it.
 func (f *FS) commitThreshold() int64 { return min(f.opts.DirtyLimit/4, 64<<20) }
 
+// overLimit reports whether write-behind holds more than the dirty limit.
+func (f *FS) overLimit() bool {
+	f.dirtyMu.Lock()
+	defer f.dirtyMu.Unlock()
+	return f.held > f.opts.DirtyLimit
+}
+
 // waitForRoom makes a writer wait while write-behind holds more than the
-// dirty limit, committing what every file holds so that it shrinks.
+// dirty limit, committing what every file holds so that it shrinks. Every
+// WRITE that completes meanwhile starts a COMMIT too (maybeCommit), so the
+// wait ends once the server has the data.
 func (f *FS) waitForRoom(ctx context.Context) error {
 	f.dirtyMu.Lock()
 	if f.held <= f.opts.DirtyLimit {

@@ -98,7 +98,7 @@ func DialMount(ctx context.Context, cfg DialConfig) (*MountClient, error) {
 		var err error
 		port, err = GetPort(ctx, cfg, MountProgram, MountVersion)
 		if err != nil {
-			return nil, fmt.Errorf("mountd: %w", err)
+			return nil, fmt.Errorf("finding mountd: %w", err)
 		}
 	}
 	return &MountClient{rpc: cfg.client(port, MountProgram, MountVersion, mountProcNames)}, nil
@@ -207,7 +207,7 @@ func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error
 	e.Uint32(0)
 	call.SetArgs(e)
 	if err := rpc.Do(ctx, call); err != nil {
-		return 0, fmt.Errorf("portmapper at %s: %w", net.JoinHostPort(cfg.Host, strconv.Itoa(portmapPort)), err)
+		return 0, fmt.Errorf("portmapper: %w", err)
 	}
 	d := xdr.NewDecoder(call.Reply.Body)
 	port := d.Uint32()

@@ -14,8 +14,9 @@ import (
 )
 
 // ErrTimeout is wrapped by the error of a call that got no reply in time:
-// one try's error inside the Client, and the call's error on a soft mount.
-var ErrTimeout = errors.New("rpc: timed out")
+// one try's error inside the Client, and the call's error on a soft mount
+// unless no connection could be made (ErrConnect).
+var ErrTimeout = errors.New("timed out")
 
 // MaxTimeout caps the growing per-try timeout, as the Linux client caps it.
 const MaxTimeout = 600 * time.Second
@@ -92,6 +93,16 @@ func (call *Call) Args() xdr.Encoder { return xdr.Encoder{Buf: call.Head} }
 // SetArgs stores the encoder's buffer as the call's Head.
 func (call *Call) SetArgs(e xdr.Encoder) { call.Head = e.Buf }
 
+// Reissue makes call a new call with the same arguments: it gets a new xid
+// and its reply is released. A server that answers "try again later"
+// (NFS3ERR_JUKEBOX) expects that rather than a retransmission.
+func (c *Client) Reissue(call *Call) {
+	call.Reply.release()
+	call.Xid = c.xid.Add(1)
+	binary.BigEndian.PutUint32(call.Head, call.Xid)
+	call.Retransmits = 0
+}
+
 // Release gives the call and its reply buffer back for reuse. Nothing of
 // the call or its reply may be used afterwards.
 func (call *Call) Release() {
@@ -149,7 +160,10 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 		tries++
 		if tries > c.cfg.Retrans {
 			if c.cfg.Soft {
-				err = fmt.Errorf("rpc: server %s: %w after %d tries: %w", c.cfg.Server, ErrTimeout, tries, err)
+				if !errors.Is(err, ErrConnect) {
+					err = fmt.Errorf("no reply after %d tries: %w", tries, err)
+				}
+				err = fmt.Errorf("server %s: %w", c.cfg.Server, err)
 				st.record(call, start, err)
 				return err
 			}

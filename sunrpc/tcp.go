@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -202,6 +203,16 @@ func (t *TCP) connection(ctx context.Context, deadline time.Time) (*tcpConn, err
 	}
 }
 
+// plainNetError strips the operation and addresses from a dial error,
+// which the caller names better.
+func plainNetError(err error) error {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return err
+}
+
 // sleepUntil waits for ch to close, ctx to end or the deadline to pass.
 func sleepUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) error {
 	timer := time.NewTimer(time.Until(deadline))
@@ -245,7 +256,7 @@ func (t *TCP) dial(ctx context.Context, deadline time.Time, wait time.Duration) 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("rpc: %s: %w: %w", t.cfg.Addr, ErrConnect, err)
+		return nil, fmt.Errorf("%w to %s: %w", ErrConnect, t.cfg.Addr, plainNetError(err))
 	}
 	t.stats.connectCount.Add(1)
 	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {

@@ -33,7 +33,7 @@ var ErrDisconnected = errors.New("rpc: connection lost")
 
 // ErrConnect is wrapped by the error of a call that found no connection:
 // the server refused or did not answer the connection attempt in time.
-var ErrConnect = errors.New("rpc: cannot connect")
+var ErrConnect = errors.New("cannot connect")
 
 // ErrClosed is the error of a call on a closed Client or Transport.
 var ErrClosed = errors.New("rpc: transport closed")
