@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/rdmafs/rdmafs/mountopts"
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// defaultNFSPort is used over TCP when the server has no portmapper.
+const defaultNFSPort = 2049
+
+// mountTimeout bounds one try of a MOUNT-time call.
+const mountTimeout = 10 * time.Second
+
+// connection is a mounted export: the root handle the MOUNT protocol gave
+// and the NFS client over the chosen transport.
+type connection struct {
+	mount        *nfs3.MountClient
+	nfs          *nfs3.Client
+	export       string
+	root         nfs3.FH
+	rootAttr     nfs3.Fattr
+	rsize, wsize int
+}
+
+// connect mounts the export: it asks mountd for the root handle, sets up
+// the NFS transport and learns the server's limits. With retry=N it keeps
+// trying an unreachable server for N minutes.
+func connect(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*connection, error) {
+	deadline := time.Now().Add(time.Duration(a.opts.Retry) * time.Minute)
+	for {
+		c, err := connectOnce(ctx, a, logf)
+		if err == nil || !unreachable(err) || time.Now().After(deadline) {
+			return c, err
+		}
+		logf("%v; retrying until %s", err, deadline.Format(time.TimeOnly))
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func unreachable(err error) bool {
+	return errors.Is(err, sunrpc.ErrConnect) || errors.Is(err, sunrpc.ErrTimeout)
+}
+
+func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*connection, error) {
+	o := &a.opts
+	machine, _ := os.Hostname()
+	auth := sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: machine}
+	if o.Sec == mountopts.SecNone {
+		auth.Flavor = sunrpc.AuthNone
+	}
+	self := &sunrpc.Cred{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+	dial := nfs3.DialConfig{
+		Host: a.host, Port: o.MountPort, Auth: auth,
+		ReservedPort: !o.NoResvPort && os.Geteuid() == 0,
+		Timeout:      min(time.Duration(o.Timeo)*time.Second/10, mountTimeout),
+	}
+
+	mc, err := nfs3.DialMount(ctx, dial)
+	if err != nil {
+		if o.MountPort == 0 {
+			return nil, fmt.Errorf("%w (give mountport=N if the server has no portmapper)", err)
+		}
+		return nil, err
+	}
+	root, flavors, err := mc.Mnt(ctx, self, a.export)
+	if err != nil {
+		mc.Close()
+		var ms nfs3.MountStatus
+		if errors.As(err, &ms) {
+			return nil, fmt.Errorf("server %s refused export %s: %w", a.host, a.export, err)
+		}
+		return nil, fmt.Errorf("MOUNT: %w", err)
+	}
+	c := &connection{mount: mc, export: a.export, root: root}
+	if len(flavors) > 0 && !slices.Contains(flavors, auth.Flavor) {
+		c.close(ctx)
+		return nil, fmt.Errorf("server %s accepts export %s only with authentication flavors %v, not sec=%v", a.host, a.export, flavors, auth.Flavor)
+	}
+
+	t, err := nfsTransport(ctx, a, dial, logf)
+	if err != nil {
+		c.close(ctx)
+		return nil, err
+	}
+	rpc := sunrpc.NewClient(t, sunrpc.Config{
+		Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth,
+		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
+		Server: a.host, ProcNames: nfs3.ProcNames, Logf: logf,
+	})
+	c.nfs = nfs3.NewClient(rpc)
+
+	// The mount must not hang on a server that took the MOUNT call but
+	// does not answer NFS: these first calls are soft.
+	cctx, cancel := context.WithTimeout(ctx, 3*dial.Timeout)
+	defer cancel()
+	if err := c.nfs.Getattr(cctx, self, &root, &c.rootAttr); err != nil {
+		c.close(ctx)
+		return nil, fmt.Errorf("server %s: GETATTR of the export's root: %w", a.host, err)
+	}
+	if c.rootAttr.Type != nfs3.TypeDir {
+		c.close(ctx)
+		return nil, fmt.Errorf("server %s: export %s is not a directory", a.host, a.export)
+	}
+	info, err := c.nfs.Fsinfo(cctx, self, &root)
+	if err != nil {
+		c.close(ctx)
+		return nil, fmt.Errorf("server %s: FSINFO: %w", a.host, err)
+	}
+	c.rsize = transferSize(o.RSize, info.Rtmax)
+	c.wsize = transferSize(o.WSize, info.Wtmax)
+	return c, nil
+}
+
+// transferSize is the READ or WRITE size: what the options ask for (1 MiB
+// if nothing), no more than the server's maximum, a multiple of 4 KiB.
+func transferSize(asked int, serverMax uint32) int {
+	n := asked
+	if n == 0 {
+		n = 1 << 20
+	}
+	if serverMax > 0 && uint64(serverMax) < uint64(n) {
+		n = int(serverMax)
+	}
+	if n >= 4096 {
+		n &^= 4095
+	}
+	return max(n, 512)
+}
+
+// nfsTransport sets up the transport of the NFS program.
+func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf func(string, ...any)) (sunrpc.Transport, error) {
+	o := &a.opts
+	switch o.Proto {
+	case mountopts.ProtoTCP:
+		port := o.Port
+		if port == 0 {
+			var err error
+			port, err = nfs3.GetPort(ctx, dial, nfs3.Program, nfs3.Version)
+			if err != nil {
+				port = defaultNFSPort
+			}
+		}
+		return sunrpc.NewTCP(sunrpc.TCPConfig{
+			Addr:         hostPort(a.host, port),
+			ReservedPort: dial.ReservedPort,
+			MaxCalls:     o.SlotTableEntries,
+			Logf:         logf,
+		}), nil
+	case mountopts.ProtoRDMA:
+		return nil, errors.New("proto=rdma: the RPC-over-RDMA transport is not in this build yet; use proto=tcp")
+	}
+	return nil, fmt.Errorf("proto=%v is not supported", o.Proto)
+}
+
+// close tells mountd the export is no longer used and closes the clients.
+func (c *connection) close(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, mountTimeout)
+	defer cancel()
+	_ = c.mount.Umnt(cctx, nil, c.export)
+	c.mount.Close()
+	if c.nfs != nil {
+		c.nfs.RPC().Close()
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rdmafs/rdmafs/nfs3/server"
+)
+
+// serveOptions are the -o options of rdmafs serve.
+type serveOptions struct {
+	addr     string
+	port     int
+	readOnly bool
+	workers  int
+}
+
+// parseServeOptions parses the -o list of rdmafs serve; errors name the
+// option and what is allowed, as the mount options' do.
+func parseServeOptions(list string, o *serveOptions) error {
+	for item := range strings.SplitSeq(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, hasVal := strings.Cut(item, "=")
+		bad := func(allowed string) error {
+			return &usageError{fmt.Sprintf("option %s: %s", item, allowed)}
+		}
+		number := func(lo, hi int) (int, error) {
+			n, err := strconv.Atoi(val)
+			if !hasVal || err != nil || n < lo || n > hi {
+				return 0, bad(fmt.Sprintf("must be a number from %d to %d", lo, hi))
+			}
+			return n, nil
+		}
+		var err error
+		switch name {
+		case "port":
+			o.port, err = number(0, 65535)
+		case "workers":
+			o.workers, err = number(1, 1024)
+		case "addr":
+			if net.ParseIP(val) == nil {
+				err = bad("must be an IP address")
+			}
+			o.addr = val
+		case "ro", "rw":
+			if hasVal {
+				err = bad("takes no value")
+			}
+			o.readOnly = name == "ro"
+		default:
+			err = &usageError{fmt.Sprintf("unknown serve option %q (port, addr, ro, rw, workers)", item)}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serve exports a directory until SIGTERM or SIGINT.
+func serve(args []string) error {
+	o := serveOptions{addr: "127.0.0.1", port: 2049}
+	var dirs []string
+	for i := 0; i < len(args); i++ {
+		switch arg := args[i]; {
+		case arg == "-h" || arg == "--help":
+			return errHelp
+		case arg == "-o" && i+1 < len(args):
+			i++
+			if err := parseServeOptions(args[i], &o); err != nil {
+				return err
+			}
+		case strings.HasPrefix(arg, "-o") && len(arg) > 2:
+			if err := parseServeOptions(arg[2:], &o); err != nil {
+				return err
+			}
+		case strings.HasPrefix(arg, "-"):
+			return &usageError{fmt.Sprintf("serve: unknown flag %s", arg)}
+		default:
+			dirs = append(dirs, arg)
+		}
+	}
+	if len(dirs) != 1 {
+		return &usageError{"usage: rdmafs serve [-o OPTIONS] DIR"}
+	}
+	defer startProfile(".serve")()
+	logger := log.New(os.Stderr, "rdmafs serve: ", log.LstdFlags)
+	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.readOnly, Workers: o.workers, Logf: logger.Printf})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", hostPort(o.addr, o.port))
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
+	fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.addr), port, port)
+	fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.addr))
+
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case sig := <-signals:
+		logger.Printf("%v: stopping", sig)
+		srv.Close()
+		<-done
+		return nil
+	case err := <-done:
+		srv.Close()
+		return err
+	}
+}
+
+// hostForURL brackets an IPv6 address for SERVER:/EXPORT.
+func hostForURL(ip string) string {
+	if strings.Contains(ip, ":") {
+		return "[" + ip + "]"
+	}
+	return ip
+}

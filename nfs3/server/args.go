@@ -1,0 +1,286 @@
+package server
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// NFSv3 procedures (RFC 1813).
+const (
+	nfsNull        = 0
+	nfsGetattr     = 1
+	nfsSetattr     = 2
+	nfsLookup      = 3
+	nfsAccess      = 4
+	nfsReadlink    = 5
+	nfsRead        = 6
+	nfsWrite       = 7
+	nfsCreate      = 8
+	nfsMkdir       = 9
+	nfsSymlink     = 10
+	nfsMknod       = 11
+	nfsRemove      = 12
+	nfsRmdir       = 13
+	nfsRename      = 14
+	nfsLink        = 15
+	nfsReaddir     = 16
+	nfsReaddirplus = 17
+	nfsFsstat      = 18
+	nfsFsinfo      = 19
+	nfsPathconf    = 20
+	nfsCommit      = 21
+	nfsMaxProc     = 21
+
+	maxFH   = 64  // NFS3_FHSIZE
+	maxName = 255 // longest file name the front lets through (NAME_MAX)
+
+	// maxIO is the largest READ and WRITE the server offers in FSINFO; READ
+	// counts above it are clamped so go-nfs never allocates more per call.
+	maxIO = 1 << 20
+	// maxDirReply bounds READDIR count and READDIRPLUS dircount/maxcount.
+	maxDirReply = 1 << 20
+)
+
+// stable_how, createmode3 and ftype3 values.
+const (
+	unstable = 0
+	dataSync = 1
+	fileSync = 2
+
+	createExclusive = 2
+
+	typeReg  = 1
+	typeDir  = 2
+	typeBlk  = 3
+	typeChr  = 4
+	typeLnk  = 5
+	typeSock = 6
+	typeFifo = 7
+
+	timeDontChange = 0
+	timeServer     = 1
+	timeClient     = 2
+)
+
+// sattr is a decoded sattr3. The front keeps it for the whole call because
+// go-nfs's SetFileAttributes loses information the filesystem layer needs:
+// the setuid/setgid/sticky bits and whether a time is "now" (which needs only
+// write permission) or a client-given value (which needs ownership).
+type sattr struct {
+	setMode, setUID, setGID, setSize bool
+	mode, uid, gid                   uint32
+	size                             uint64
+	atimeHow, mtimeHow               uint32
+	atime, mtime                     [2]uint32 // seconds, nanoseconds
+}
+
+// nfsArgs holds the decoded arguments of one call: what the front needs to
+// answer it, and what the filesystem layer needs while go-nfs serves it.
+type nfsArgs struct {
+	fh       []byte
+	name     string // diropargs name; LINK's new name
+	fh2      []byte // RENAME target directory, LINK directory
+	name2    string // RENAME target name
+	hasSattr bool
+	sattr    sattr
+	guard    bool      // SETATTR: check ctime first
+	guardTim [2]uint32 // SETATTR guard ctime
+	mask     uint32    // ACCESS
+	stable   uint32    // WRITE
+	how      uint32    // CREATE mode
+	ftype    uint32    // MKNOD
+	spec     [2]uint32 // MKNOD device numbers
+	target   string    // SYMLINK
+	dirpath  string    // MOUNT MNT
+
+	// Offsets (into the arguments) of counts the front lowers before go-nfs
+	// sees them; -1 when absent.
+	clampAt  [2]int
+	clampMax uint32
+}
+
+// decodeArgs walks the arguments of an NFS or MOUNT call. It checks that
+// every item is present and every variable-length item fits in what is left
+// of the message (and handles in 64 bytes), so that go-nfs, which allocates
+// whatever length a message claims before reading it, only ever sees
+// well-formed arguments. It returns false for arguments that do not decode
+// (GARBAGE_ARGS).
+func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
+	r := xdrReader{b: b}
+	a := &nfsArgs{clampAt: [2]int{-1, -1}}
+	rest := func() int { return len(b) - r.off }
+	name := func() string { return string(r.opaque(rest())) }
+
+	if prog == progMount {
+		if proc == mountMnt || proc == mountUmnt {
+			a.dirpath = string(r.opaque(maxMountPath))
+		}
+		return a, r.err == nil
+	}
+
+	if proc == nfsNull {
+		return a, true
+	}
+	a.fh = r.opaque(maxFH)
+	switch proc {
+	case nfsGetattr, nfsReadlink, nfsFsstat, nfsFsinfo, nfsPathconf:
+	case nfsSetattr:
+		a.hasSattr = true
+		a.sattr = decodeSattr(&r)
+		if a.guard = r.u32() != 0; a.guard {
+			a.guardTim = [2]uint32{r.u32(), r.u32()}
+		}
+	case nfsLookup, nfsRemove, nfsRmdir:
+		a.name = name()
+	case nfsAccess:
+		a.mask = r.u32()
+	case nfsRead:
+		r.u64()
+		a.clampAt[0], a.clampMax = r.off, maxIO
+		r.u32()
+	case nfsWrite:
+		r.u64()
+		r.u32()
+		a.stable = r.u32()
+		r.opaque(rest())
+		if a.stable > fileSync {
+			return a, false
+		}
+	case nfsCreate:
+		a.name = name()
+		a.how = r.u32()
+		switch {
+		case a.how < createExclusive:
+			a.hasSattr = true
+			a.sattr = decodeSattr(&r)
+		case a.how == createExclusive:
+			r.fixed(8)
+		default:
+			return a, false
+		}
+	case nfsMkdir:
+		a.name = name()
+		a.hasSattr = true
+		a.sattr = decodeSattr(&r)
+	case nfsSymlink:
+		a.name = name()
+		a.hasSattr = true
+		a.sattr = decodeSattr(&r)
+		a.target = string(r.opaque(rest()))
+	case nfsMknod:
+		a.name = name()
+		a.ftype = r.u32()
+		switch a.ftype {
+		case typeChr, typeBlk:
+			a.hasSattr = true
+			a.sattr = decodeSattr(&r)
+			a.spec = [2]uint32{r.u32(), r.u32()}
+		case typeSock, typeFifo:
+			a.hasSattr = true
+			a.sattr = decodeSattr(&r)
+		case typeReg, typeDir, typeLnk:
+		default:
+			return a, false
+		}
+	case nfsRename:
+		a.name = name()
+		a.fh2 = r.opaque(maxFH)
+		a.name2 = name()
+	case nfsLink:
+		a.fh2 = r.opaque(maxFH)
+		a.name = name()
+	case nfsReaddir:
+		r.u64()
+		r.fixed(8)
+		a.clampAt[0], a.clampMax = r.off, maxDirReply
+		r.u32()
+	case nfsReaddirplus:
+		r.u64()
+		r.fixed(8)
+		a.clampAt[0], a.clampMax = r.off, maxDirReply
+		r.u32()
+		a.clampAt[1] = r.off
+		r.u32()
+	case nfsCommit:
+		r.u64()
+		r.u32()
+	}
+	return a, r.err == nil
+}
+
+func decodeSattr(r *xdrReader) sattr {
+	var s sattr
+	if s.setMode = r.u32() != 0; s.setMode {
+		s.mode = r.u32()
+	}
+	if s.setUID = r.u32() != 0; s.setUID {
+		s.uid = r.u32()
+	}
+	if s.setGID = r.u32() != 0; s.setGID {
+		s.gid = r.u32()
+	}
+	if s.setSize = r.u32() != 0; s.setSize {
+		s.size = r.u64()
+	}
+	if s.atimeHow = r.u32(); s.atimeHow == timeClient {
+		s.atime = [2]uint32{r.u32(), r.u32()}
+	}
+	if s.mtimeHow = r.u32(); s.mtimeHow == timeClient {
+		s.mtime = [2]uint32{r.u32(), r.u32()}
+	}
+	if s.atimeHow > timeClient || s.mtimeHow > timeClient {
+		r.err = errXDRShort
+	}
+	return s
+}
+
+// clamp lowers the counts recorded by decodeArgs in the argument bytes, in
+// place. A server may return less than asked; go-nfs sizes its buffers by
+// these counts.
+func (a *nfsArgs) clamp(args []byte) {
+	for _, at := range a.clampAt {
+		if at < 0 || at+4 > len(args) {
+			continue
+		}
+		if binary.BigEndian.Uint32(args[at:]) > a.clampMax {
+			binary.BigEndian.PutUint32(args[at:], a.clampMax)
+		}
+	}
+}
+
+// frontStatus is the NFS status the front answers a call with without
+// serving it, or nfs3OK.
+//
+// A handle that is not of our shape is STALE right away: go-nfs reads some
+// handles with a single Read that fails on an empty one at the end of the
+// message (it would answer INVAL), and misreads what follows a handle whose
+// length is not a multiple of 4.
+//
+// go-nfs joins names into paths, so a name with a slash would address
+// another directory; knfsd refuses such names with ACCES (as does the
+// kernel's lookup_one_len), and longer names than NAME_MAX with
+// NAMETOOLONG.
+func (a *nfsArgs) frontStatus(proc uint32) uint32 {
+	if proc == nfsNull {
+		return nfs3OK
+	}
+	if !wellFormedHandle(a.fh) || (proc == nfsRename || proc == nfsLink) && !wellFormedHandle(a.fh2) {
+		return nfs3ErrStale
+	}
+	var names []string
+	switch proc {
+	case nfsLookup, nfsCreate, nfsMkdir, nfsSymlink, nfsMknod, nfsRemove, nfsRmdir, nfsLink:
+		names = []string{a.name}
+	case nfsRename:
+		names = []string{a.name, a.name2}
+	}
+	for _, n := range names {
+		switch {
+		case n == "" || strings.ContainsAny(n, "/\x00"):
+			return nfs3ErrAcces
+		case len(n) > maxName:
+			return nfs3ErrNameTooLong
+		}
+	}
+	return nfs3OK
+}

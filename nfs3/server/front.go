@@ -1,0 +1,272 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ONC RPC (RFC 5531) and program numbers the front knows.
+const (
+	rpcVersion = 2
+	msgCall    = 0
+	msgReply   = 1
+
+	progNFS   = 100003
+	progMount = 100005
+	versNFS   = 3
+	versMount = 3
+
+	authNone = 0
+	authSys  = 1
+
+	maxAuthBytes   = 400 // RFC 5531: opaque_auth body<400>
+	maxMachineName = 255 // RFC 5531: AUTH_SYS machinename<255>
+	maxAuthGroups  = 16  // RFC 5531: AUTH_SYS gids<16>
+	nobody         = 65534
+
+	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
+	// proc and two empty opaque_auth. go-nfs drops the connection below it.
+	minCallLen = 40
+)
+
+// reply_stat, accept_stat, reject_stat and auth_stat values.
+const (
+	msgAccepted = 0
+	msgDenied   = 1
+
+	acceptSuccess      = 0
+	acceptProgUnavail  = 1
+	acceptProgMismatch = 2
+	acceptProcUnavail  = 3
+	acceptGarbageArgs  = 4
+	acceptSystemErr    = 5
+
+	rejectRPCMismatch = 0
+	rejectAuthError   = 1
+
+	authBadCred = 1
+	authBadVerf = 3
+)
+
+// MOUNT v3 procedures (RFC 1813 appendix I).
+const (
+	mountNull    = 0
+	mountMnt     = 1
+	mountDump    = 2
+	mountUmnt    = 3
+	mountUmntAll = 4
+	mountExport  = 5
+	mountMaxProc = 5
+
+	maxMountPath = 1024 // MNTPATHLEN
+)
+
+// errNotCall means the message is not an RPC call the front could even answer
+// (too short, not a CALL, or a header field runs past the end). The transport
+// should drop the connection: its byte stream can no longer be trusted.
+var errNotCall = errors.New("server: not an RPC call message")
+
+// rpcCall is a parsed call header.
+type rpcCall struct {
+	xid, prog, vers, proc uint32
+	cred                  cred
+	args                  []byte // procedure arguments; aliases the message
+}
+
+// parseCall parses the header of one RPC call message (without record mark).
+// It returns either the call, or the reply the front must send instead (an
+// RPC-level refusal), or errNotCall. It never panics and allocates only the
+// credential's group list (at most maxAuthGroups entries).
+func parseCall(msg []byte) (*rpcCall, []byte, error) {
+	r := xdrReader{b: msg}
+	xid := r.u32()
+	mtype := r.u32()
+	if r.err != nil || mtype != msgCall {
+		return nil, nil, errNotCall
+	}
+	if v := r.u32(); r.err == nil && v != rpcVersion {
+		return nil, deniedReply(xid, rejectRPCMismatch, rpcVersion, rpcVersion), nil
+	}
+	c := &rpcCall{xid: xid}
+	c.prog = r.u32()
+	c.vers = r.u32()
+	c.proc = r.u32()
+	credFlavor := r.u32()
+	credLen := r.u32()
+	if r.err != nil {
+		return nil, nil, errNotCall
+	}
+	if credLen > maxAuthBytes {
+		return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
+	}
+	credBody := r.fixed(int(credLen))
+	r.u32() // verifier flavor: AUTH_NONE and AUTH_SYS calls carry no verifier worth checking
+	verfLen := r.u32()
+	if r.err != nil {
+		return nil, nil, errNotCall
+	}
+	if verfLen > maxAuthBytes {
+		return nil, deniedReply(xid, rejectAuthError, authBadVerf), nil
+	}
+	r.fixed(int(verfLen))
+	if r.err != nil || r.off < minCallLen {
+		return nil, nil, errNotCall
+	}
+	c.args = msg[r.off:]
+
+	switch credFlavor {
+	case authNone:
+		c.cred = nobodyCred()
+	case authSys:
+		cr, ok := parseAuthSys(credBody)
+		if !ok {
+			return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
+		}
+		c.cred = cr
+	default:
+		return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
+	}
+
+	var maxProc uint32
+	switch c.prog {
+	case progNFS:
+		if c.vers != versNFS {
+			return nil, acceptedReply(xid, acceptProgMismatch, versNFS, versNFS), nil
+		}
+		maxProc = nfsMaxProc
+	case progMount:
+		if c.vers != versMount {
+			return nil, acceptedReply(xid, acceptProgMismatch, versMount, versMount), nil
+		}
+		maxProc = mountMaxProc
+	default:
+		return nil, acceptedReply(xid, acceptProgUnavail), nil
+	}
+	if c.proc > maxProc {
+		return nil, acceptedReply(xid, acceptProcUnavail), nil
+	}
+	return c, nil, nil
+}
+
+// parseAuthSys decodes an authsys_parms body. The body must be exactly one
+// well-formed authsys_parms: anything else is AUTH_BADCRED.
+func parseAuthSys(body []byte) (cred, bool) {
+	r := xdrReader{b: body}
+	r.u32() // stamp
+	r.opaque(maxMachineName)
+	uid := r.u32()
+	gid := r.u32()
+	n := r.u32()
+	if r.err != nil || n > maxAuthGroups {
+		return cred{}, false
+	}
+	groups := make([]int, 0, n)
+	for i := uint32(0); i < n; i++ {
+		groups = append(groups, int(idOrNobody(r.u32())))
+	}
+	if r.err != nil || r.off != len(body) {
+		return cred{}, false
+	}
+	return cred{uid: idOrNobody(uid), gid: idOrNobody(gid), groups: groups}, true
+}
+
+// idOrNobody maps id -1 to nobody: to setfsuid/setfsgid, -1 means "leave
+// unchanged", which would let such a caller act as the server.
+func idOrNobody(id uint32) uint32 {
+	if id == ^uint32(0) {
+		return nobody
+	}
+	return id
+}
+
+func nobodyCred() cred { return cred{uid: nobody, gid: nobody} }
+
+// acceptedReply builds a MSG_ACCEPTED reply with an AUTH_NONE verifier,
+// followed by the given words (the body for acceptSuccess, or the version
+// range for acceptProgMismatch).
+func acceptedReply(xid, stat uint32, words ...uint32) []byte {
+	w := xdrWriter{b: make([]byte, 0, 24+4*len(words))}
+	w.u32(xid)
+	w.u32(msgReply)
+	w.u32(msgAccepted)
+	w.u32(authNone)
+	w.u32(0)
+	w.u32(stat)
+	for _, v := range words {
+		w.u32(v)
+	}
+	return w.b
+}
+
+// deniedReply builds a MSG_DENIED reply: RPC_MISMATCH with the version
+// range, or AUTH_ERROR with an auth_stat.
+func deniedReply(xid, stat uint32, words ...uint32) []byte {
+	w := xdrWriter{}
+	w.u32(xid)
+	w.u32(msgReply)
+	w.u32(msgDenied)
+	w.u32(stat)
+	for _, v := range words {
+		w.u32(v)
+	}
+	return w.b
+}
+
+// successHeader starts a successful reply; the procedure's result follows.
+func successHeader(xid uint32) *xdrWriter {
+	return &xdrWriter{b: acceptedReply(xid, acceptSuccess)}
+}
+
+// inlineReply answers the calls that need neither the filesystem nor a
+// worker: both NULL procedures and the MOUNT procedures go-nfs lacks (MNT,
+// which needs its argument decoded, is answered by mountReply). It returns
+// nil for the other calls.
+func inlineReply(c *rpcCall) []byte {
+	switch {
+	case c.proc == 0:
+		return acceptedReply(c.xid, acceptSuccess)
+	case c.prog != progMount:
+		return nil
+	}
+	switch c.proc {
+	case mountDump:
+		// The server keeps no mount list: an empty mountlist.
+		return acceptedReply(c.xid, acceptSuccess, 0)
+	case mountUmnt, mountUmntAll:
+		return acceptedReply(c.xid, acceptSuccess)
+	case mountExport:
+		// One export, "/", with no group restrictions.
+		w := successHeader(c.xid)
+		w.bool(true)
+		w.opaque([]byte("/"))
+		w.bool(false) // groups: empty list
+		w.bool(false) // no further export
+		return w.b
+	}
+	return nil
+}
+
+// mountReply answers MOUNTPROC3_MNT: the root handle and AUTH_SYS for "/",
+// MNT3ERR_NOENT for any other path. go-nfs would answer an empty path with
+// SYSTEM_ERR (it reads the path with a single Read that fails at the end of
+// the message).
+func mountReply(xid uint32, dirpath string, rootHandle []byte) []byte {
+	const mnt3ErrNoEnt = 2
+	w := successHeader(xid)
+	if dirpath != "/" {
+		w.u32(mnt3ErrNoEnt)
+		return w.b
+	}
+	w.u32(0)
+	w.opaque(rootHandle)
+	w.u32(1) // auth_flavors: [AUTH_SYS]
+	w.u32(authSys)
+	return w.b
+}
+
+// garbageArgs is the reply to a call whose arguments do not decode.
+func garbageArgs(xid uint32) []byte { return acceptedReply(xid, acceptGarbageArgs) }
+
+func (c *rpcCall) String() string {
+	return fmt.Sprintf("xid %#x prog %d vers %d proc %d", c.xid, c.prog, c.vers, c.proc)
+}

@@ -1,0 +1,328 @@
+package server
+
+import (
+	"bufio"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	nfs "github.com/willscott/go-nfs"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a Server.
+type Options struct {
+	Root     string // directory to export; must exist and be a directory
+	ReadOnly bool
+	Workers  int                              // calls served at once per connection; 0 = default (8)
+	Logf     func(format string, args ...any) // nil = silent
+}
+
+// DefaultWorkers is the number of calls one connection may have in service
+// at once when Options.Workers is 0.
+const DefaultWorkers = 8
+
+// Server exports one directory over NFSv3 and MOUNT v3.
+type Server struct {
+	opts       Options
+	rootfd     int    // O_RDONLY directory: the base of all resolution and the mount fd for open_by_handle_at
+	rootPath   string // the root's canonical path, as /proc/self/fd shows it
+	rootHandle []byte
+	mountID    int
+	umask      uint32 // the process umask, which creation must undo for exact modes
+	self       identity
+	verifier   [8]byte // WRITE/COMMIT verifier: new at every start
+	hints      hintCache
+	dirs       dirCache
+
+	// testHook, when set (by tests, before serving), runs in the worker
+	// before each call.
+	testHook func(*worker, *call)
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	sessions  map[*Session]struct{}
+	serving   sync.WaitGroup // Serve calls and their connection goroutines
+	stuck     atomic.Bool    // a go-nfs goroutine did not stop: keep rootfd open
+	closeOnce sync.Once
+}
+
+var quietGoNFS sync.Once
+
+// New validates opts.Root and checks, before any client arrives, everything
+// the server depends on: that the root's filesystem gives out file handles
+// and this process may open them (CAP_DAC_READ_SEARCH), that it may switch
+// credentials per thread (CAP_SETUID, CAP_SETGID), and that the kernel has
+// openat2 and faccessat2 (Linux 5.8).
+func New(opts Options) (*Server, error) {
+	if opts.Root == "" {
+		return nil, errors.New("server: no root directory to export")
+	}
+	if opts.Workers < 0 {
+		return nil, fmt.Errorf("server: %d workers", opts.Workers)
+	}
+	if opts.Workers == 0 {
+		opts.Workers = DefaultWorkers
+	}
+	abs, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("server: root %s: %w", opts.Root, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("server: root: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("server: root %s is not a directory", abs)
+	}
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("server: open root %s: %w", abs, err)
+	}
+	s := &Server{opts: opts, rootfd: fd}
+	if err := s.init(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// go-nfs logs every failed call (a missing file, say) at error level
+	// through a process-wide logger; the NFS status already tells the client,
+	// and the front logs what matters through Logf.
+	quietGoNFS.Do(func() { nfs.SetLogger(&nfs.DefaultLogger{Level: nfs.PanicLevel}) })
+	return s, nil
+}
+
+func (s *Server) init() error {
+	var err error
+	if s.rootPath, err = os.Readlink(procFD(s.rootfd)); err != nil {
+		return fmt.Errorf("server: the server needs /proc: %w", err)
+	}
+	if err := s.initHandles(); err != nil {
+		return err
+	}
+	if fd, err := s.openBeneath("", unix.O_PATH, 0); err != nil {
+		return fmt.Errorf("server: openat2 (Linux 5.6) is needed: %w", err)
+	} else {
+		unix.Close(fd)
+	}
+	if err := unix.Faccessat2(s.rootfd, "", unix.F_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("server: faccessat2 (Linux 5.8) is needed: %w", err)
+	}
+	if s.self, err = currentIdentity(); err != nil {
+		return err
+	}
+	if err := s.self.checkSwitching(); err != nil {
+		return fmt.Errorf("server: serving each call as its caller needs CAP_SETUID and CAP_SETGID (run as root): %w", err)
+	}
+	s.umask = processUmask()
+	if _, err := rand.Read(s.verifier[:]); err != nil {
+		return fmt.Errorf("server: write verifier: %w", err)
+	}
+	return nil
+}
+
+// processUmask reads the umask without changing it (umask(2) would race
+// with files created elsewhere in the process). If it cannot be read, every
+// requested mode is re-applied after creation.
+func processUmask() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0o777
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				return uint32(m)
+			}
+		}
+	}
+	return 0o777
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// Serve accepts connections on l and serves ONC RPC over TCP record marking
+// on each, MOUNT v3 and NFSv3 alike, until l fails or Close. After Close it
+// returns ErrClosed.
+func (s *Server) Serve(l net.Listener) error {
+	if !s.addListener(l) {
+		l.Close()
+		return ErrClosed
+	}
+	defer s.removeListener(l)
+	var delay time.Duration
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
+				errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logf("server: accept: %v; retrying in %v", err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			return fmt.Errorf("server: accept: %w", err)
+		}
+		delay = 0
+		if !s.addConn(conn) {
+			conn.Close()
+			return ErrClosed
+		}
+		go s.serveConn(conn)
+	}
+}
+
+// serveConn runs one TCP connection: records in, a Session in the middle,
+// record-marked replies out.
+func (s *Server) serveConn(conn net.Conn) {
+	defer s.serving.Done()
+	defer s.removeConn(conn)
+	send := func(reply []byte) error {
+		var mark [4]byte
+		putMark(mark[:], len(reply))
+		bufs := net.Buffers{mark[:], reply}
+		_, err := bufs.WriteTo(conn)
+		return err
+	}
+	ss := s.NewSession(send)
+	r := bufio.NewReaderSize(conn, 64<<10)
+	var buf []byte
+	for {
+		var err error
+		buf, err = readRecord(r, buf[:0])
+		if err == nil {
+			err = ss.Call(buf)
+		}
+		if err != nil {
+			if !isEOF(err) && !s.isClosed() {
+				s.logf("server: connection from %v: %v", conn.RemoteAddr(), err)
+			}
+			break
+		}
+	}
+	conn.Close() // first: a send blocked on the socket must fail for Close to finish
+	ss.Close()
+}
+
+// Close stops Serve, closes every connection and session, waits for their
+// goroutines and releases the root. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		var ls []net.Listener
+		var cs []net.Conn
+		var ss []*Session
+		for l := range s.listeners {
+			ls = append(ls, l)
+		}
+		for c := range s.conns {
+			cs = append(cs, c)
+		}
+		for x := range s.sessions {
+			ss = append(ss, x)
+		}
+		s.mu.Unlock()
+		for _, l := range ls {
+			l.Close()
+		}
+		for _, c := range cs {
+			c.Close()
+		}
+		for _, x := range ss {
+			x.Close()
+		}
+		s.serving.Wait()
+		if s.stuck.Load() {
+			s.logf("server: not closing the root: a go-nfs goroutine may still use it")
+			return
+		}
+		unix.Close(s.rootfd)
+	})
+	return nil
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) addListener(l net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[l] = struct{}{}
+	s.serving.Add(1)
+	return true
+}
+
+func (s *Server) removeListener(l net.Listener) {
+	s.mu.Lock()
+	delete(s.listeners, l)
+	s.mu.Unlock()
+	s.serving.Done()
+}
+
+// addConn registers a connection and counts its goroutine, under the lock
+// Close takes, so Close's Wait never misses one.
+func (s *Server) addConn(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	s.serving.Add(1)
+	return true
+}
+
+func (s *Server) removeConn(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+func (s *Server) addSession(ss *Session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.sessions == nil {
+		s.sessions = make(map[*Session]struct{})
+	}
+	s.sessions[ss] = struct{}{}
+	return true
+}
+
+func (s *Server) removeSession(ss *Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, ss)
+}

@@ -1,0 +1,121 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/rdmafs/rdmafs/test/e2e/workload"
+)
+
+// TestWorkload runs the operation workload that the guest tests run too,
+// checking every file on the server side.
+func TestWorkload(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0)
+	mnt := s.mount(t)
+	workload.Run(t, mnt, workload.DirChecker(s.dir))
+}
+
+// randomData returns a reader of n deterministic pseudo-random bytes.
+func randomData(seed uint64, n int64) io.Reader {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	return io.LimitReader(rand.NewChaCha8(key), n)
+}
+
+// writeRandom writes n pseudo-random bytes to path in 1 MiB writes, closes
+// it (which must commit it) and returns their SHA-256.
+func writeRandom(t *testing.T, path string, seed uint64, n int64) [32]byte {
+	t.Helper()
+	sum, err := writeRandomFile(path, seed, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func writeRandomFile(path string, seed uint64, n int64) ([32]byte, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	if _, err := io.CopyBuffer(io.MultiWriter(f, h), randomData(seed, n), buf); err != nil {
+		f.Close()
+		return [32]byte{}, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return [32]byte{}, fmt.Errorf("close %s: %w", path, err)
+	}
+	return [32]byte(h.Sum(nil)), nil
+}
+
+// fileSum returns the SHA-256 and size of the file at path.
+func fileSum(t *testing.T, path string) ([32]byte, int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return [32]byte(h.Sum(nil)), n
+}
+
+// TestGiBFile writes 1 GiB through the mount and reads it back, after the
+// kernel dropped its cache, with the checksum it had when written; the
+// server's copy has it too.
+func TestGiBFile(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0)
+	mnt := s.mount(t)
+	const size = 1 << 30
+	want := writeRandom(t, filepath.Join(mnt, "big"), 1, size)
+	if got, n := fileSum(t, filepath.Join(s.dir, "big")); got != want || n != size {
+		t.Fatalf("server copy: %d bytes, sha256 %x, want %d bytes %x", n, got[:8], int64(size), want[:8])
+	}
+	dropCaches(t)
+	if got, n := fileSum(t, filepath.Join(mnt, "big")); got != want || n != size {
+		t.Fatalf("read back: %d bytes, sha256 %x, want %x", n, got[:8], want[:8])
+	}
+}
+
+// TestConcurrentWriters has eight programs write different files at once.
+func TestConcurrentWriters(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0)
+	mnt := s.mount(t)
+	const writers, size = 8, 32 << 20
+	sums := make([][32]byte, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[i] = writeRandom(t, filepath.Join(mnt, fmt.Sprintf("w%d", i)), uint64(100+i), size)
+		}()
+	}
+	wg.Wait()
+	dropCaches(t)
+	for i := range writers {
+		name := fmt.Sprintf("w%d", i)
+		if got, n := fileSum(t, filepath.Join(s.dir, name)); got != sums[i] || n != size {
+			t.Errorf("server copy of %s: %d bytes, wrong content", name, n)
+		}
+		if got, _ := fileSum(t, filepath.Join(mnt, name)); got != sums[i] {
+			t.Errorf("%s read back wrong", name)
+		}
+	}
+}

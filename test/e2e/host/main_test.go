@@ -1,0 +1,231 @@
+// Package host tests rdmafs end to end on this machine: the rdmafs binary
+// mounts, through a real FUSE mount, exports that `rdmafs serve` serves on
+// loopback, and the tests check through the mount what a user would check,
+// and on the server's directory what the server got.
+//
+// The tests need root and /dev/fuse (as CI has); elsewhere they skip.
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rdmafsBin is the binary under test, built once by TestMain.
+var rdmafsBin string
+
+// testBin is a copy of this test binary that every user may run.
+var testBin string
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o755)
+}
+
+// skipReason is why the tests cannot run here, if they cannot.
+var skipReason string
+
+func TestMain(m *testing.M) {
+	if as := os.Getenv(asUserEnv); as != "" {
+		os.Exit(runAsUser(as, os.Args[len(os.Args)-2:]))
+	}
+	switch {
+	case os.Geteuid() != 0:
+		skipReason = "the host tests mount FUSE file systems and need root"
+	default:
+		if _, err := os.Stat("/dev/fuse"); err != nil {
+			skipReason = "no /dev/fuse: " + err.Error()
+		}
+	}
+	dir, err := os.MkdirTemp("", "rdmafs-host-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if skipReason == "" {
+		// Other users run the test binary too (asUser): give them a copy
+		// they can reach.
+		os.Chmod(dir, 0o755)
+		testBin = filepath.Join(dir, "host.test")
+		if err := copyFile(os.Args[0], testBin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		rdmafsBin = filepath.Join(dir, "rdmafs")
+		out, err := exec.Command("go", "build", "-o", rdmafsBin, "github.com/rdmafs/rdmafs/cmd/rdmafs").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building rdmafs: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func needHost(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
+
+// server is a running `rdmafs serve`.
+type server struct {
+	t    *testing.T
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+}
+
+var portLine = regexp.MustCompile(`on port (\d+) `)
+
+// startServer serves dir (a new temporary directory if "") on a free
+// loopback port, or on port if it is not 0.
+func startServer(t *testing.T, dir string, port int, extra ...string) *server {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	opts := fmt.Sprintf("port=%d", port)
+	for _, o := range extra {
+		opts += "," + o
+	}
+	s := &server{t: t, dir: dir, log: new(bytes.Buffer)}
+	s.cmd = exec.Command(rdmafsBin, "serve", "-o", opts, dir)
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stderr = s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := portLine.FindStringSubmatch(sc.Text()); m != nil {
+			fmt.Sscan(m[1], &s.port)
+			break
+		}
+	}
+	if s.port == 0 {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		t.Fatalf("rdmafs serve did not start: %s", s.log)
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// stop ends the server with SIGTERM.
+func (s *server) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+		s.t.Errorf("rdmafs serve did not stop on SIGTERM")
+	}
+}
+
+// kill ends the server at once, as a crash does.
+func (s *server) kill() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+// mountOpts are the options that reach this server without a portmapper.
+func (s *server) mountOpts() string {
+	return fmt.Sprintf("port=%d,mountport=%d", s.port, s.port)
+}
+
+// mount mounts the server's export on a new directory and returns it;
+// the test's cleanup unmounts it.
+func (s *server) mount(t *testing.T, opts ...string) string {
+	t.Helper()
+	mnt := t.TempDir()
+	all := append([]string{s.mountOpts()}, opts...)
+	out, err := exec.Command(rdmafsBin, "-o", strings.Join(all, ","), "127.0.0.1:/", mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { unmount(t, mnt) })
+	return mnt
+}
+
+// unmount unmounts mnt and waits for the rdmafs process to let go of it.
+func unmount(t *testing.T, mnt string) {
+	if !mounted(mnt) {
+		return
+	}
+	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+		t.Errorf("unmount %s: %v: %s", mnt, err, out)
+		exec.Command("umount", "-l", mnt).Run()
+	}
+}
+
+// mounted reports whether something is mounted on dir.
+func mounted(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// dropCaches makes the kernel forget cached file data, so reads go to the
+// file system.
+func dropCaches(t *testing.T) {
+	t.Helper()
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+		t.Logf("drop_caches: %v", err)
+	}
+}
+
+// rdmafs runs the binary and returns its exit status and output.
+func rdmafs(t *testing.T, timeout time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, rdmafsBin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("rdmafs %v: %v", args, err)
+	return 0, ""
+}
