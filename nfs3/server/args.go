@@ -87,6 +87,9 @@ type nfsArgs struct {
 	guardTim [2]uint32 // SETATTR guard ctime
 	mask     uint32    // ACCESS
 	stable   uint32    // WRITE
+	offset   uint64    // READ, WRITE
+	count    uint32    // READ, WRITE
+	data     []byte    // WRITE; aliases the message
 	how      uint32    // CREATE mode
 	ftype    uint32    // MKNOD
 	spec     [2]uint32 // MKNOD device numbers
@@ -135,17 +138,18 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	case nfsAccess:
 		a.mask = r.u32()
 	case nfsRead:
-		r.u64()
+		a.offset = r.u64()
 		a.clampAt[0], a.clampMax = r.off, maxIO
-		r.u32()
+		a.count = min(r.u32(), maxIO)
 	case nfsWrite:
-		r.u64()
-		r.u32()
+		a.offset = r.u64()
+		a.count = r.u32()
 		a.stable = r.u32()
-		r.opaque(rest())
+		a.data = r.opaque(rest())
 		if a.stable > fileSync {
 			return a, false
 		}
+		a.count = min(a.count, uint32(len(a.data)))
 	case nfsCreate:
 		a.name = name()
 		a.how = r.u32()

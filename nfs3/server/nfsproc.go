@@ -24,9 +24,12 @@ import (
 //   - FSINFO: go-nfs offers 1 GiB reads and writes, more than the front
 //     accepts in one record.
 //   - PATHCONF: go-nfs claims a link limit of 1 and no chown restriction.
+//   - READ and WRITE: go-nfs copies the data four times and allocates a
+//     buffer of the call's size for each; the worker reads into and
+//     writes from the message buffers (see io.go).
 func frontAnswers(proc uint32) bool {
 	switch proc {
-	case nfsSetattr, nfsAccess, nfsSymlink, nfsMknod, nfsLink, nfsCommit, nfsFsinfo, nfsPathconf:
+	case nfsSetattr, nfsAccess, nfsSymlink, nfsMknod, nfsLink, nfsCommit, nfsFsinfo, nfsPathconf, nfsRead, nfsWrite:
 		return true
 	}
 	return false
@@ -61,6 +64,10 @@ func (w *worker) answer(c *call) []byte {
 		return w.link(xid, rel, dir, a.name)
 	case nfsCommit:
 		return w.commit(xid, rel)
+	case nfsRead:
+		return w.read(xid, rel, a)
+	case nfsWrite:
+		return w.write(xid, rel, a)
 	case nfsFsinfo:
 		return w.fsinfo(xid, rel)
 	case nfsPathconf:

@@ -179,6 +179,9 @@ type worker struct {
 	fs   *billyFS
 	conn *pipeConn
 	work chan *call
+	// afterReply, if set by answer, runs once the reply has been sent:
+	// it gives back the buffer the reply was built in.
+	afterReply func()
 }
 
 func (ss *Session) startWorker() *worker {
@@ -225,6 +228,10 @@ func (w *worker) serve(c *call) bool {
 	w.fs.cur = c
 	if c.rpc.prog == progNFS && frontAnswers(c.rpc.proc) {
 		w.ss.reply(w.answer(c))
+		if w.afterReply != nil {
+			w.afterReply()
+			w.afterReply = nil
+		}
 		return true
 	}
 	select {
