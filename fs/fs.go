@@ -60,6 +60,9 @@ type Options struct {
 	// WritesInFlight bounds the WRITE calls of write-behind in flight at
 	// once; 0 means 64.
 	WritesInFlight int
+	// Payloads, if set, gives write-behind its buffers: the transport's,
+	// which it sends without copying.
+	Payloads sunrpc.PayloadBuffers
 }
 
 // Config is what New needs.

@@ -57,6 +57,19 @@ func getBuffer(n int) *sunrpc.Buffer {
 	return b
 }
 
+// extentBuffer returns the buffer of a new extent of room bytes whose first
+// write has first bytes. A transport that places payloads directly gives
+// one of its buffers, of the whole room, so the data is copied only from
+// the FUSE request into memory the transport can send from.
+func (f *FS) extentBuffer(room, first int) *sunrpc.Buffer {
+	if f.opts.Payloads != nil {
+		if b := f.opts.Payloads.PayloadBuffer(room); b != nil {
+			return b
+		}
+	}
+	return getBuffer(min(room, max(first, minExtentBuffer)))
+}
+
 // grow makes room for need bytes.
 func (e *extent) grow(need int) {
 	bigger := getBuffer(min(e.room, max(need, 2*len(e.mem.B))))
@@ -135,7 +148,7 @@ func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, da
 				wb.queue(e)
 			}
 			room := int((off/wsize+1)*wsize - off)
-			e = &extent{off: off, room: room, cred: cred, mem: getBuffer(min(room, max(len(data), minExtentBuffer)))}
+			e = &extent{off: off, room: room, cred: cred, mem: wb.f.extentBuffer(room, len(data))}
 			wb.extents = append(wb.extents, e)
 			wb.filling = e
 		}

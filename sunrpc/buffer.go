@@ -5,11 +5,31 @@ import (
 	"sync"
 )
 
-// Buffer is a pooled byte slice for received messages. Its size classes
-// are the powers of two from 4 KiB to MaxBuffer.
+// Buffer is a pooled byte slice, for received messages and for payloads.
+// GetBuffer's buffers come in size classes, the powers of two from 4 KiB
+// to MaxBuffer; a transport may hand out buffers of its own (NewBuffer).
 type Buffer struct {
 	B     []byte
 	class int
+	pool  BufferPool
+}
+
+// BufferPool takes back the buffers it handed out.
+type BufferPool interface {
+	PutBuffer(*Buffer)
+}
+
+// NewBuffer returns a Buffer of b, which Release gives back to pool.
+func NewBuffer(b []byte, pool BufferPool) *Buffer { return &Buffer{B: b, pool: pool} }
+
+// PayloadBuffers is implemented by a transport that sends a call's payload
+// without copying it when the payload lies in a buffer it handed out, such
+// as RPC-over-RDMA, whose buffers are registered memory. A caller that
+// fills payloads itself (write-behind) takes its buffers from there.
+type PayloadBuffers interface {
+	// PayloadBuffer returns a buffer whose B has length n, or nil when
+	// the transport has none to give (or n is more than it can place).
+	PayloadBuffer(n int) *Buffer
 }
 
 const (
@@ -37,5 +57,9 @@ func GetBuffer(n int) *Buffer {
 
 // Release gives the buffer back to its pool.
 func (b *Buffer) Release() {
+	if b.pool != nil {
+		b.pool.PutBuffer(b)
+		return
+	}
 	bufferPools[b.class].Put(b)
 }

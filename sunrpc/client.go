@@ -173,6 +173,10 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 		timeout = min(timeout+c.cfg.Timeout, MaxTimeout)
 	}
 	c.setNotResponding(false, nil)
+	if err := call.Reply.Err; err != nil {
+		st.record(call, start, err)
+		return err
+	}
 	off, err := parseReplyHeader(call.Reply.Msg, call.Xid)
 	if err != nil {
 		st.record(call, start, err)

@@ -97,6 +97,9 @@ type Reply struct {
 	// Body is the procedure's results: Msg after the RPC reply header.
 	// The Client sets it.
 	Body []byte
+	// Err, set by a transport, says the reply could not be taken (it
+	// broke the transport's protocol); the call fails with it.
+	Err error
 
 	buf Releaser
 }

@@ -73,6 +73,7 @@ func (w *worker) read(xid uint32, rel string, a *nfsArgs) []byte {
 	head.bool(eof)
 	head.u32(uint32(n))
 	copy(reply, head.b)
+	w.placement = Placement{Off: readReplyHead, Len: n}
 	reply = append(reply[:readReplyHead+n], zeroPad[:(4-n&3)&3]...)
 	// The reply goes out before w.answer returns (Session.reply), so the
 	// buffer can go back then.

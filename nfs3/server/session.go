@@ -23,7 +23,7 @@ var ErrClosed = errors.New("server: closed")
 // workers, and their replies may go out in any order.
 type Session struct {
 	srv  *Server
-	send func(reply []byte) error
+	send func(reply []byte, p Placement) error
 
 	sendMu sync.Mutex
 	closed atomic.Bool
@@ -46,11 +46,25 @@ type call struct {
 	existed bool   // CREATE found the file already there
 }
 
+// Placement says where a reply's result that may be placed directly lies
+// (RFC 8267: READ data): Len bytes at Off in the reply, then their XDR pad.
+// Len is 0 for a reply with none.
+type Placement struct {
+	Off, Len int
+}
+
 // NewSession starts a session whose replies go to send. send is never
 // called concurrently for one Session, and never after Close returned; it
 // should fail rather than block forever once the transport is going away
-// (Close waits for a send in progress).
+// (Close waits for a send in progress). The reply is the session's again
+// when send returns.
 func (s *Server) NewSession(send func(reply []byte) error) *Session {
+	return s.NewPlacingSession(func(reply []byte, _ Placement) error { return send(reply) })
+}
+
+// NewPlacingSession is NewSession for a transport that places READ data
+// directly (RPC-over-RDMA): send also learns where the data lies.
+func (s *Server) NewPlacingSession(send func(reply []byte, p Placement) error) *Session {
 	ss := &Session{
 		srv:  s,
 		send: send,
@@ -115,13 +129,16 @@ func (ss *Session) Call(msg []byte) error {
 }
 
 // reply sends one reply unless the session is closed.
-func (ss *Session) reply(r []byte) {
+func (ss *Session) reply(r []byte) { ss.replyPlaced(r, Placement{}) }
+
+// replyPlaced sends a reply whose READ data lies at p.
+func (ss *Session) replyPlaced(r []byte, p Placement) {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
 	if ss.closed.Load() {
 		return
 	}
-	if err := ss.send(r); err != nil {
+	if err := ss.send(r, p); err != nil {
 		ss.srv.logf("server: send reply: %v", err)
 	}
 }
@@ -182,6 +199,8 @@ type worker struct {
 	// afterReply, if set by answer, runs once the reply has been sent:
 	// it gives back the buffer the reply was built in.
 	afterReply func()
+	// placement, set by answer, is where the reply's READ data lies.
+	placement Placement
 }
 
 func (ss *Session) startWorker() *worker {
@@ -227,7 +246,9 @@ func (w *worker) serve(c *call) bool {
 	}
 	w.fs.cur = c
 	if c.rpc.prog == progNFS && frontAnswers(c.rpc.proc) {
-		w.ss.reply(w.answer(c))
+		w.placement = Placement{}
+		reply := w.answer(c)
+		w.ss.replyPlaced(reply, w.placement)
 		if w.afterReply != nil {
 			w.afterReply()
 			w.afterReply = nil
