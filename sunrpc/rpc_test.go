@@ -471,3 +471,32 @@ func FuzzParseReplyHeader(f *testing.F) {
 		}
 	})
 }
+
+func TestMultiSpreadsCalls(t *testing.T) {
+	var perConn [3]atomic.Int32
+	s := newTestServer(t, func(c *serverCall) []byte {
+		perConn[min(c.conn, 2)].Add(1)
+		time.Sleep(20 * time.Millisecond)
+		return acceptedReply(c.xid, nil)
+	})
+	m := NewMulti(NewTCP(TCPConfig{Addr: s.addr()}), NewTCP(TCPConfig{Addr: s.addr()}))
+	c := NewClient(m, Config{Prog: 100003, Vers: 3, Timeout: 5 * time.Second})
+	defer c.Close()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := echo(context.Background(), c, 1, nil, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if s.conns.Load() != 2 || perConn[1].Load() == 0 || perConn[2].Load() == 0 {
+		t.Fatalf("%d connections, calls per connection %d and %d", s.conns.Load(), perConn[1].Load(), perConn[2].Load())
+	}
+	if lines := strings.Count(m.XprtStats(), "xprt:"); lines != 1 {
+		t.Errorf("stats have %d joins, want 2 lines", lines)
+	}
+}

@@ -148,12 +148,19 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 				port = defaultNFSPort
 			}
 		}
-		return sunrpc.NewTCP(sunrpc.TCPConfig{
-			Addr:         hostPort(a.host, port),
-			ReservedPort: dial.ReservedPort,
-			MaxCalls:     o.SlotTableEntries,
-			Logf:         logf,
-		}), nil
+		conns := make([]sunrpc.Transport, o.NConnect)
+		for i := range conns {
+			conns[i] = sunrpc.NewTCP(sunrpc.TCPConfig{
+				Addr:         hostPort(a.host, port),
+				ReservedPort: dial.ReservedPort,
+				MaxCalls:     o.SlotTableEntries,
+				Logf:         logf,
+			})
+		}
+		if len(conns) == 1 {
+			return conns[0], nil
+		}
+		return sunrpc.NewMulti(conns...), nil
 	case mountopts.ProtoRDMA:
 		return nil, errors.New("proto=rdma: the RPC-over-RDMA transport is not in this build yet; use proto=tcp")
 	}
