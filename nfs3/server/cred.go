@@ -46,6 +46,11 @@ func currentIdentity() (identity, error) {
 // CAP_CHOWN, CAP_FOWNER, ...) from the thread; uid 0 keeps them. There is no
 // root squashing.
 func (id *identity) runAs(c cred, fn func() error) error {
+	if id.is(c) {
+		// The caller is the server's own identity (root, mostly): no
+		// switch needed, and none of its dozen system calls.
+		return fn()
+	}
 	runtime.LockOSThread()
 	err := id.enter(c)
 	if err == nil {
@@ -56,6 +61,16 @@ func (id *identity) runAs(c cred, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return err
+}
+
+// is reports whether serving c needs no switch: c is the server's own
+// identity or, for a server running as root, root with the server's gid
+// (root's rights do not depend on its supplementary groups).
+func (id *identity) is(c cred) bool {
+	if int(c.uid) != id.uid || int(c.gid) != id.gid {
+		return false
+	}
+	return id.uid == 0 || slices.Equal(c.groups, id.groups)
 }
 
 // asSelf runs fn with the server's identity inside runAs, for the few checks
