@@ -84,11 +84,11 @@ type Config struct {
 
 // FS is one mounted export.
 type FS struct {
-	cfg    Config
-	opts   Options
-	nfs    *nfs3.Client
-	root   *node
-	start  time.Time
+	cfg     Config
+	opts    Options
+	nfs     *nfs3.Client
+	root    *node
+	start   time.Time
 	creds   credCache
 	objects objectTable
 

@@ -103,7 +103,7 @@ func parseReplyHeader(msg []byte, xid uint32) (int, error) {
 	}
 	switch stat {
 	case replyAccepted:
-		d.Uint32()             // verifier flavor
+		d.Uint32()            // verifier flavor
 		d.Opaque(maxAuthBody) // verifier body
 		as := AcceptStat(d.Uint32())
 		if as == ProgMismatch {

@@ -83,4 +83,3 @@ func TestBadServer(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-

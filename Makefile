@@ -1,0 +1,57 @@
+# rdmafs
+#   make demo        set up, build, and show rdmafs at work on this machine (root)
+#   make build       bin/rdmafs
+#   make test        unit, fuzz-seed and host end-to-end tests (root for the host tests)
+#   make bench       TCP benchmark on this machine: rdmafs vs libnfs vs a FUSE loopback (root)
+#   make e2e         end-to-end tests in a qemu guest with SoftRoCE and knfsd (root; test/e2e/README.md)
+#   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
+# Knobs of e2e and bench-e2e are environment variables (LAB_*, BENCH_*: test/e2e/README.md);
+# E2E_FLAGS go to the test binary (e.g. E2E_FLAGS='-test.run TestKernel'), BENCH_FLAGS to bench-e2e.
+
+GO ?= go
+
+# Debian packages the build and the host tests need: fuse3 for the mounts,
+# the RDMA headers for cgo, fio and libnfs-utils for the benchmark.
+HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils
+
+.PHONY: deps demo build test bench e2e bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
+
+deps:
+	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(GO) build -o bin/rdmafs ./cmd/rdmafs
+
+demo: build
+	./demo.sh bin/rdmafs
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test ./...
+
+bench: build
+	$(GO) run ./bench/hostbench
+
+e2e:
+	test/e2e/lab.sh e2e $(E2E_FLAGS)
+
+bench-e2e:
+	test/e2e/lab.sh bench $(BENCH_FLAGS)
+
+# the pieces of e2e: the binaries, the cached guest image, a shell in the guest
+e2e-build:
+	test/e2e/build.sh bin
+
+e2e-image:
+	test/e2e/lab.sh image
+
+e2e-shell:
+	test/e2e/lab.sh shell
+
+# the Dockerfile's entrypoint and command, run in the guest as `docker run --network host` would
+e2e-docker-sim: e2e-build
+	LAB_SERVICES=0 test/e2e/lab.sh run test/e2e/container-sim.sh $(E2E_FLAGS)

@@ -1,0 +1,265 @@
+package guest
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/workload"
+)
+
+// labEnv is the test system that setup-services.sh and build.sh describe.
+type labEnv struct {
+	Addr       string // server address (knfsd), on the rxe device's interface
+	Export     string // exported directory, also its path on this machine
+	RXE        string // rxe device name
+	Rdmafs     string // rdmafs binary, "" when it was not built
+	RdmafsSkip string // why rdmafs was not built
+	RdmafsRDMA bool   // rdmafs links the RPC-over-RDMA transport
+	VerbsTests string // directory of the verbs conformance test binaries
+}
+
+// lab returns the test system, or skips the test outside of it.
+func lab(t *testing.T) labEnv {
+	t.Helper()
+	e := labEnv{
+		Addr:       os.Getenv("LAB_ADDR"),
+		Export:     os.Getenv("LAB_EXPORT"),
+		RXE:        os.Getenv("LAB_RXE"),
+		Rdmafs:     os.Getenv("RDMAFS_BIN"),
+		RdmafsSkip: os.Getenv("RDMAFS_SKIP"),
+		RdmafsRDMA: os.Getenv("RDMAFS_RDMA") == "1",
+		VerbsTests: os.Getenv("LAB_VERBS_TESTS"),
+	}
+	if e.Addr == "" || e.Export == "" || e.RXE == "" {
+		t.Skip("not inside the e2e test system (LAB_ADDR, LAB_EXPORT or LAB_RXE unset): " +
+			"these tests run in the qemu guest or the Docker container, see `make e2e` and test/e2e/README.md")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("the e2e tests must run as root (mount, drop_caches)")
+	}
+	return e
+}
+
+// run runs a command with a timeout and fails the test with its output if it fails.
+func run(t testing.TB, timeout time.Duration, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: timed out after %v; output:\n%s", name, strings.Join(args, " "), timeout, out)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v; output:\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// mountPoint makes a fresh, empty directory to mount on.
+func mountPoint(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/mnt", "e2e-"+name+"-")
+	if err != nil {
+		t.Fatalf("mount point: %v", err)
+	}
+	return dir
+}
+
+// mountInfo returns the file-system type and source of the mount on dir, or
+// ok false if nothing is mounted there.
+func mountInfo(t testing.TB, dir string) (fstype, source string, ok bool) {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("mountinfo: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[4] != dir {
+			continue
+		}
+		for i, f := range fields {
+			if f == "-" && i+2 < len(fields) {
+				fstype, source, ok = fields[i+1], fields[i+2], true
+			}
+		}
+	}
+	return fstype, source, ok
+}
+
+// mountKernel mounts the export with the kernel NFSv3 client over proto (tcp
+// or rdma) and unmounts it when the test ends.
+func mountKernel(t testing.TB, e labEnv, proto string) string {
+	t.Helper()
+	opts := "vers=3,proto=tcp"
+	if proto == "rdma" {
+		opts = "vers=3,proto=rdma,port=20049"
+	}
+	dir := mountPoint(t, "knfs-"+proto)
+	start := time.Now()
+	run(t, 2*time.Minute, "mount", "-t", "nfs", "-o", opts, e.Addr+":"+e.Export, dir)
+	t.Logf("mount -t nfs -o %s %s:%s %s: %v", opts, e.Addr, e.Export, dir, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { unmount(t, dir, "umount", dir) })
+	if fstype, _, ok := mountInfo(t, dir); !ok || fstype != "nfs" {
+		t.Fatalf("after mount, %s has fstype %q (mounted %v), want nfs", dir, fstype, ok)
+	}
+	return dir
+}
+
+// unmount runs the unmount command and checks that dir is no longer a mount point.
+func unmount(t testing.TB, dir string, cmd ...string) {
+	t.Helper()
+	var out []byte
+	var err error
+	for try := 0; try < 10; try++ { // EBUSY right after the last close is possible
+		if out, err = exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err == nil {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("%s: %v: %s", strings.Join(cmd, " "), err, out)
+		exec.Command("umount", "-l", dir).Run()
+	}
+	if _, _, ok := mountInfo(t, dir); ok {
+		t.Errorf("%s is still mounted after %s", dir, strings.Join(cmd, " "))
+		return
+	}
+	os.Remove(dir)
+}
+
+// xprt returns the transport of the mount on dir from /proc/self/mountstats
+// (the first field of its "xprt:" line: tcp, rdma, udp).
+func xprt(t testing.TB, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountstats")
+	if err != nil {
+		t.Fatalf("mountstats: %v", err)
+	}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "device ") {
+			in = strings.Contains(line, " mounted on "+dir+" ")
+			continue
+		}
+		if f := strings.Fields(line); in && len(f) >= 2 && f[0] == "xprt:" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no xprt line for %s in /proc/self/mountstats", dir)
+	return ""
+}
+
+// rxePackets returns the packets the rxe device has sent and received.
+func rxePackets(t testing.TB, e labEnv) (sent, rcvd uint64) {
+	t.Helper()
+	read := func(name string) uint64 {
+		p := filepath.Join("/sys/class/infiniband", e.RXE, "ports/1/hw_counters", name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("rxe counter: %v", err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatalf("rxe counter %s: %v", p, err)
+		}
+		return v
+	}
+	return read("sent_pkts"), read("rcvd_pkts")
+}
+
+// dropCaches writes back and drops the page cache, so that reads go to the server.
+func dropCaches(t testing.TB) {
+	t.Helper()
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+		t.Fatalf("drop_caches: %v", err)
+	}
+}
+
+func fileSum(p string) (workload.Sum, int64, error) {
+	var s workload.Sum
+	f, err := os.Open(p)
+	if err != nil {
+		return s, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	h.Sum(s[:0])
+	return s, n, err
+}
+
+// bigFile writes a random file of size bytes through mnt, checks it on the
+// server, drops the caches and reads it back through mnt.
+func bigFile(t *testing.T, e labEnv, mnt string, size int) {
+	name := fmt.Sprintf("big-%d-%d", os.Getpid(), time.Now().UnixNano())
+	p := filepath.Join(mnt, name)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatalf("create %s: %v", p, err)
+	}
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	var seed [32]byte
+	copy(seed[:], name)
+	rnd := rand.NewChaCha8(seed)
+	start := time.Now()
+	for done := 0; done < size; done += len(buf) {
+		rnd.Read(buf)
+		n := min(len(buf), size-done)
+		h.Write(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			t.Fatalf("write %s at %d: %v", p, done, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("fsync %s: %v", p, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close %s: %v", p, err)
+	}
+	wrote := time.Since(start)
+	var want workload.Sum
+	h.Sum(want[:0])
+	if err := workload.DirChecker(e.Export)(name, want); err != nil {
+		t.Errorf("server side: %v", err)
+	}
+	dropCaches(t)
+	start = time.Now()
+	got, n, err := fileSum(p)
+	if err != nil {
+		t.Fatalf("read back %s: %v", p, err)
+	}
+	if got != want || n != int64(size) {
+		t.Errorf("read back %s after drop_caches: %d bytes, sha256 %x, want %d bytes, sha256 %x", p, n, got[:8], size, want[:8])
+	}
+	// the rates include generating and hashing the data in the guest: not a benchmark
+	t.Logf("%d MiB: write+fsync %v (%.1f MiB/s), read after drop_caches %v (%.1f MiB/s)",
+		size>>20, wrote.Round(time.Millisecond), float64(size)/(1<<20)/wrote.Seconds(),
+		time.Since(start).Round(time.Millisecond), float64(size)/(1<<20)/time.Since(start).Seconds())
+	if err := os.Remove(p); err != nil {
+		t.Fatalf("remove %s: %v", p, err)
+	}
+	if err := workload.DirChecker(e.Export)(name, want); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("server side after remove: got %v, want it not to exist", err)
+	}
+}

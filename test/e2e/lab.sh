@@ -1,0 +1,473 @@
+#!/bin/bash
+# lab.sh - the rdmafs end-to-end harness: a Debian 12 qemu guest (Debian 6.1 kernel)
+# with SoftRoCE (rdma_rxe), knfsd serving NFSv3 over RDMA (20049) and TCP (2049),
+# rpcbind, rpc.mountd, rpc.statd and FUSE. The checkout is shared into the guest
+# over virtio-9p at /host; the guest runs a command there and its exit status
+# becomes lab.sh's. Adapted from shared/vmlab (see its REPORT.md for the why).
+#
+# Usage (as root; `make e2e` and `make bench-e2e` call the first two):
+#   lab.sh e2e [TEST FLAGS...]   deps + image + build.sh + boot + run-tests.sh (the e2e suite),
+#                                e.g. lab.sh e2e -test.run 'TestKernel'
+#   lab.sh bench [BENCH FLAGS..] deps + image + build.sh + boot + the fio benchmark (bench/e2e)
+#   lab.sh run CMD [ARGS...]     boot, run CMD in the guest (cwd /host = the checkout), power off
+#   lab.sh shell                 interactive shell in the guest (needs a real terminal)
+#   lab.sh deps                  apt-get install the host packages this script needs
+#   lab.sh image                 build the cached guest image (kernel, rootfs, initramfs)
+#   lab.sh info                  print the cache paths, sizes and the accelerator
+#   lab.sh available             exit 0 if this host can run the guest (qemu + KVM or TCG)
+#
+# Environment (all optional):
+#   LAB_CACHE        guest image cache, outside the checkout   (default /var/cache/rdmafs-e2e)
+#   LAB_OUT          console logs                              (default <checkout>/test/e2e/out)
+#   LAB_LOG          console log file of this run              (default $LAB_OUT/console-<date>.log)
+#   LAB_TIMEOUT      hard timeout of one boot, seconds         (default 2400 = 40 min)
+#   LAB_BOOT_TIMEOUT seconds for the guest to reach /init      (default 300)
+#   LAB_MEM          guest RAM                                 (default 3G; bench: 4G)
+#   LAB_SMP          guest vCPUs                               (default nproc, at most 4)
+#   LAB_ACCEL        kvm | tcg | auto                          (default auto: kvm only on real VT-x/AMD-V)
+#   LAB_CPU          qemu -cpu model                           (default max for tcg, host for kvm)
+#   LAB_MTU          MTU of dummy0 under rxe0                  (default 9000 -> RoCE MTU 4096)
+#   LAB_EXPORT_SIZE  size of the tmpfs exported as /export     (default 1g; bench: 1536m)
+#   LAB_KPKG         kernel package                            (default: what linux-image-amd64 depends on)
+#   LAB_MIRROR       Debian mirror for debootstrap             (default: the host's apt sources)
+#   LAB_PASSENV      names of host env vars to export into the guest command
+#   LAB_SHARE        host directory shared as /host            (default: the checkout)
+#   LAB_TRIM         0 = keep python/perl/dpkg db/... in the initramfs (default 1)
+#
+# Exit status:
+#   0-99  the guest command's exit status (run-tests.sh: 0 all passed, 1 a test failed)
+#   2     usage error
+#   100   host package install failed          101  guest image build failed
+#   102   building the binaries failed         103  guest did not boot (or qemu did not start)
+#   104   service setup (rxe0/knfsd) failed in the guest
+#   124   hard timeout: the guest hung and was killed
+#   125   the guest stopped without reporting a status (panic, crash)
+# On every failure the message names the console log, which is always kept.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+LAB_CACHE=${LAB_CACHE:-/var/cache/rdmafs-e2e}
+LAB_OUT=${LAB_OUT:-$HERE/out}
+LAB_SHARE=${LAB_SHARE:-$ROOT}
+LAB_TIMEOUT=${LAB_TIMEOUT:-2400}
+LAB_BOOT_TIMEOUT=${LAB_BOOT_TIMEOUT:-300}
+LAB_MEM=${LAB_MEM:-3G}
+_n=$(nproc); [ "$_n" -gt 4 ] && _n=4
+LAB_SMP=${LAB_SMP:-$_n}
+LAB_ACCEL=${LAB_ACCEL:-auto}
+LAB_MTU=${LAB_MTU:-9000}
+LAB_EXPORT_SIZE=${LAB_EXPORT_SIZE:-1g}
+SUITE=bookworm
+
+EXIT_USAGE=2 EXIT_DEPS=100 EXIT_IMAGE=101 EXIT_BUILD=102 EXIT_NOBOOT=103 EXIT_SERVICES=104
+EXIT_TIMEOUT=124 EXIT_NOSTATUS=125
+
+# host env vars always passed into the guest (when set)
+PASSENV="LAB_TEST_TIMEOUT LAB_VERBS_RUN LAB_NFSD_THREADS BENCH_SIZE BENCH_RAND_SIZE BENCH_RUNTIME BENCH_RAND_RUNTIME BENCH_FILES BENCH_TARGETS BENCH_JOB_SLACK"
+HOST_PKGS="qemu-system-x86 debootstrap cpio kmod xz-utils"
+# kernel modules (plus their dependencies) copied into the guest
+GUEST_MODS="virtio_pci virtio_net 9pnet_virtio 9p dummy veth configfs crc32_generic crc32c_generic crc32_pclmul \
+ib_core ib_uverbs rdma_cm rdma_ucm ib_cm iw_cm rdma_rxe \
+sunrpc rpcrdma auth_rpcgss lockd grace nfs_acl nfsd nfs nfsv3 fuse libcrc32c"
+# left out of the initramfs (unpacking costs ~25 ms/MB under TCG); LAB_TRIM=0 keeps them
+TRIM_PATHS="./usr/lib/udev/hwdb.bin ./usr/lib/python3 ./usr/lib/python3.11 ./usr/bin/python3.11 ./usr/lib/x86_64-linux-gnu/gconv ./var/cache/debconf ./var/lib/dpkg ./var/lib/apt ./var/cache/apt ./usr/share/zoneinfo ./usr/share/perl ./usr/lib/x86_64-linux-gnu/perl-base ./usr/share/i18n ./.key"
+[ "${LAB_TRIM:-1}" = 1 ] || TRIM_PATHS="./.key"
+
+log() { echo "[lab.sh $(date +%T)] $*" >&2; }
+fail() { # exit-code message...
+    local rc=$1; shift
+    log "ERROR: $*"
+    exit "$rc"
+}
+
+# the host's own Debian mirror, as apt is configured here
+host_mirror() {
+    { grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' || true
+      grep -h '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}' || true; } |
+        grep -v -- '-security' | grep -m1 '/debian/*$' || true
+}
+
+# ---------------------------------------------------------------- host packages
+
+apt_updated=0
+apt_update_once() {
+    [ "$apt_updated" = 1 ] && return 0
+    log "apt-get update"
+    apt-get update -q >&2 || return 1
+    apt_updated=1
+}
+
+cmd_deps() {
+    local missing=() p
+    for p in $HOST_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    [ "$(id -u)" = 0 ] || fail $EXIT_DEPS "host packages missing (${missing[*]}) and not root: run as root or install them"
+    log "installing host packages: ${missing[*]}"
+    apt_update_once || fail $EXIT_DEPS "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+        fail $EXIT_DEPS "apt-get install ${missing[*]} failed"
+}
+
+# ---------------------------------------------------------------- guest image
+
+kernel_pkg() {
+    if [ -n "${LAB_KPKG:-}" ]; then echo "$LAB_KPKG"; return; fi
+    local k
+    k=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+    if [ -z "$k" ]; then
+        apt_update_once || return 0
+        k=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+    fi
+    echo "$k"
+}
+
+build_kernel() {
+    local kpkg; kpkg=$(kernel_pkg)
+    [ -n "$kpkg" ] || fail $EXIT_IMAGE "cannot find the Debian kernel package (apt-cache depends linux-image-amd64 is empty; check apt sources or set LAB_KPKG)"
+    KVER=${kpkg#linux-image-}
+    KDIR=$LAB_CACHE/kernel-$KVER
+    if [ ! -e "$KDIR/.done" ]; then
+        log "downloading $kpkg"
+        rm -rf "$KDIR" "$LAB_CACHE"/dl.*
+        local dl; dl=$(mktemp -d "$LAB_CACHE/dl.XXXXXX")
+        (cd "$dl" && apt-get download "$kpkg" >&2) || fail $EXIT_IMAGE "apt-get download $kpkg failed"
+        dpkg-deb -x "$dl/$kpkg"_*.deb "$KDIR" || fail $EXIT_IMAGE "dpkg-deb -x $kpkg failed"
+        depmod -b "$KDIR" "$KVER" || fail $EXIT_IMAGE "depmod of $KVER failed"
+        rm -rf "$dl"
+        touch "$KDIR/.done"
+    fi
+    VMLINUZ=$KDIR/boot/vmlinuz-$KVER
+    [ -s "$VMLINUZ" ] || fail $EXIT_IMAGE "$VMLINUZ missing: remove $KDIR and retry"
+    # Uncompressed ELF vmlinux: qemu boots it through the PVH entry point, which skips the
+    # bzImage decompressor (~3.5 s under TCG). Falls back to the bzImage if extraction fails.
+    VMLINUX=$KDIR/boot/vmlinux-$KVER
+    if [ ! -s "$VMLINUX" ]; then
+        local off
+        off=$(LC_ALL=C grep -abo -P '\xfd7zXZ\x00' "$VMLINUZ" | head -1 | cut -d: -f1 || true)
+        if [ -n "$off" ]; then
+            # xz complains about the data after its stream: expected
+            tail -c +$((off + 1)) "$VMLINUZ" | xz -dc >"$VMLINUX.tmp" 2>/dev/null || true
+            if [ "$(head -c4 "$VMLINUX.tmp" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+                mv "$VMLINUX.tmp" "$VMLINUX"
+            else
+                rm -f "$VMLINUX.tmp"
+            fi
+        fi
+    fi
+    BOOT_KERNEL=$VMLINUZ
+    if [ -s "$VMLINUX" ] && [ "${LAB_BZIMAGE:-0}" != 1 ]; then BOOT_KERNEL=$VMLINUX; fi
+}
+
+rootfs_key() {
+    { echo "$SUITE"; cat "$HERE/packages.txt" "$HERE/install-packages.sh"; declare -f build_rootfs; } |
+        sha256sum | cut -c1-12
+}
+
+build_rootfs() {
+    ROOTFS=$LAB_CACHE/rootfs-$SUITE-$(rootfs_key)
+    [ -e "$ROOTFS/.done" ] && return 0
+    local mirror=${LAB_MIRROR:-$(host_mirror)}
+    [ -n "$mirror" ] || fail $EXIT_IMAGE "no Debian mirror in the host's apt sources; set LAB_MIRROR"
+    log "building the guest root filesystem: debootstrap $SUITE minbase from $mirror, then install-packages.sh"
+    local t0=$SECONDS tmp=$ROOTFS.tmp
+    if [ -e "$tmp" ]; then # an interrupted build may have left its /proc mounted
+        umount -l "$tmp/proc" 2>/dev/null || true
+        rm -rf --one-file-system "$tmp"
+    fi
+    debootstrap --variant=minbase "$SUITE" "$tmp" "$mirror" >&2 ||
+        fail $EXIT_IMAGE "debootstrap $SUITE failed (log: $tmp/debootstrap/debootstrap.log)"
+    mkdir -p "$tmp/tmp/e2e"
+    cp "$HERE/packages.txt" "$HERE/install-packages.sh" "$tmp/tmp/e2e/"
+    cp -L /etc/resolv.conf "$tmp/etc/resolv.conf" 2>/dev/null || true
+    mount -t proc proc "$tmp/proc"
+    # shellcheck disable=SC2064 # expand $tmp now
+    trap "umount -l '$tmp/proc' 2>/dev/null" EXIT
+    local rc=0
+    chroot "$tmp" /bin/bash /tmp/e2e/install-packages.sh /tmp/e2e/packages.txt >&2 || rc=$?
+    umount "$tmp/proc"
+    trap - EXIT
+    [ "$rc" = 0 ] || fail $EXIT_IMAGE "installing the guest packages failed (install-packages.sh in the chroot $tmp, rc $rc)"
+    rm -rf "$tmp/tmp/e2e" "$tmp/etc/resolv.conf"
+    # the guest's own marker: the e2e tests run only where this file exists
+    echo "rdmafs e2e guest, $SUITE" >"$tmp/etc/rdmafs-e2e-guest"
+    rm -rf "$ROOTFS"; mv "$tmp" "$ROOTFS"
+    rootfs_key >"$ROOTFS/.key"; touch "$ROOTFS/.done"
+    log "root filesystem built in $((SECONDS - t0))s ($(du -sh "$ROOTFS" | cut -f1))"
+}
+
+# The guest's PID 1. Services are set up by setup-services.sh (copied in per run, so
+# editing it needs no rebuild); the command comes from the per-run ctl share.
+guest_init() {
+cat <<'EOF'
+#!/bin/bash
+# PID 1 of the rdmafs e2e guest (generated by test/e2e/lab.sh)
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
+up() { read -r u _ </proc/uptime; echo "$u"; }
+log() { echo "[e2e-init $(up)] $*"; }
+poweroff_now() { sync; umount /host 2>/dev/null; umount /ctl 2>/dev/null; echo o >/proc/sysrq-trigger; sleep 30; }
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm /ctl /host
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run; mkdir -p /run/lock
+log "init start (kernel $(uname -r))"
+modprobe -a virtio_pci 9pnet_virtio 9p configfs || log "modprobe of virtio/9p FAILED"
+mount -t configfs configfs /sys/kernel/config 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 ctl /ctl || { log "cannot mount the ctl share"; poweroff_now; }
+up >/ctl/booted
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 host /host || log "cannot mount the host share"
+set -a; . /ctl/env; set +a
+hostname e2eguest
+ip link set lo up
+ulimit -l unlimited
+ulimit -n 65536
+if [ "${LAB_SERVICES:-1}" = 1 ]; then
+    bash /ctl/setup-services.sh </dev/null >/dev/console 2>&1
+    src=$?
+    echo $src >/ctl/services_rc
+    if [ $src != 0 ]; then log "service setup FAILED (rc $src)"; poweroff_now; fi
+    set -a; . /run/rdmafs-e2e.env; set +a
+fi
+log "running command"
+cd /host 2>/dev/null || cd /
+bash /ctl/cmd </dev/null >/dev/console 2>&1
+rc=$?
+echo $rc >/ctl/status
+log "command exited with status $rc"
+poweroff_now
+EOF
+}
+
+build_initramfs() {
+    local key; key=$( { guest_init; echo "$GUEST_MODS $KVER $TRIM_PATHS"; cat "$ROOTFS/.key"; declare -f build_initramfs; } |
+        sha256sum | cut -c1-12)
+    INITRD=$LAB_CACHE/initramfs-$KVER-$key.cpio
+    [ -s "$INITRD" ] && return 0
+    log "packing the initramfs"
+    local t0=$SECONDS
+    # kernel modules: the dependency closure of GUEST_MODS
+    rm -rf "$ROOTFS/lib/modules"
+    local mdst=$ROOTFS/lib/modules/$KVER m f
+    mkdir -p "$mdst"
+    cp "$KDIR/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$mdst/"
+    local files=() deps
+    for m in $GUEST_MODS; do
+        deps=$(modprobe -d "$KDIR" -S "$KVER" --show-depends "$m") ||
+            fail $EXIT_IMAGE "kernel module $m not found in $KVER"
+        mapfile -t -O "${#files[@]}" files < <(awk '$1=="insmod"{print $2}' <<<"$deps")
+    done
+    for f in $(printf '%s\n' "${files[@]}" | sort -u); do
+        mkdir -p "$mdst/$(dirname "${f#"$KDIR"/lib/modules/"$KVER"/}")"
+        cp "$f" "$mdst/${f#"$KDIR"/lib/modules/"$KVER"/}"
+    done
+    depmod -b "$ROOTFS" "$KVER" || fail $EXIT_IMAGE "depmod in the rootfs failed"
+    guest_init >"$ROOTFS/init"; chmod 755 "$ROOTFS/init"
+    local prune=() p
+    for p in $TRIM_PATHS; do prune+=(-path "$p" -prune -o); done
+    (cd "$ROOTFS" && find . "${prune[@]}" -print0 | cpio --null -o -H newc --quiet) >"$INITRD.tmp" ||
+        fail $EXIT_IMAGE "packing the initramfs failed"
+    mv "$INITRD.tmp" "$INITRD"
+    log "initramfs $(du -h "$INITRD" | cut -f1) packed in $((SECONDS - t0))s"
+}
+
+# drop cache entries that the current keys no longer name
+prune_cache() {
+    local e
+    for e in "$LAB_CACHE"/kernel-* "$LAB_CACHE"/rootfs-* "$LAB_CACHE"/initramfs-*; do
+        [ -e "$e" ] || continue
+        case "$e" in "$KDIR" | "$ROOTFS" | "$INITRD") continue ;; esac
+        log "removing stale cache entry $e"
+        rm -rf "$e"
+    done
+}
+
+cmd_image() {
+    [ "$(id -u)" = 0 ] || fail $EXIT_IMAGE "building and booting the guest needs root"
+    mkdir -p "$LAB_CACHE/runs" || fail $EXIT_IMAGE "cannot create the cache directory $LAB_CACHE (set LAB_CACHE)"
+    exec 9>"$LAB_CACHE/.lock"
+    flock 9
+    local t0=$SECONDS
+    build_kernel
+    build_rootfs
+    build_initramfs
+    prune_cache
+    flock -u 9
+    [ $((SECONDS - t0)) -gt 2 ] && log "guest image ready in $((SECONDS - t0))s"
+    return 0
+}
+
+# ---------------------------------------------------------------- boot
+
+pick_accel() {
+    case "$LAB_ACCEL" in
+        kvm | tcg) echo "$LAB_ACCEL" ;;
+        auto)
+            # kvm_pvm (paravirtual "PVM" KVM, e.g. nested in a cloud VM) cannot run the stock
+            # Debian kernel (vmlab/REPORT.md): TCG there. KVM only with kvm_intel/kvm_amd.
+            if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; } &&
+                [ ! -d /sys/module/kvm_pvm ]; then echo kvm; else echo tcg; fi ;;
+        *) fail $EXIT_USAGE "LAB_ACCEL must be kvm, tcg or auto" ;;
+    esac
+}
+
+prep_ctl() {
+    CTL=$(mktemp -d "$LAB_CACHE/runs/run.XXXXXX")
+    trap 'rm -rf "$CTL"' EXIT
+    cp "$HERE/setup-services.sh" "$CTL/setup-services.sh"
+    {
+        echo "LAB_SERVICES=${LAB_SERVICES:-1}"
+        echo "LAB_MTU=$LAB_MTU"
+        echo "LAB_EXPORT_SIZE=$LAB_EXPORT_SIZE"
+        local v
+        for v in $PASSENV ${LAB_PASSENV:-}; do
+            if [ -n "${!v+x}" ]; then printf '%s=%q\n' "$v" "${!v}"; fi
+        done
+    } >"$CTL/env"
+    mkdir -p "$LAB_OUT"
+    LOG=${LAB_LOG:-$LAB_OUT/console-$(date +%Y%m%d-%H%M%S).log}
+    : >"$LOG"
+}
+
+# boot INTERACTIVE(0|1): sets QRC, QSECS, BOOT_FAILED, BOOT_KILLED
+boot() {
+    local accel cpu
+    accel=$(pick_accel)
+    cpu=max; [ "$accel" = kvm ] && cpu=host
+    cpu=${LAB_CPU:-$cpu}
+    local q=(qemu-system-x86_64 -nodefaults -no-user-config -no-reboot -display none
+        -accel "$accel" -cpu "$cpu" -smp "$LAB_SMP" -m "$LAB_MEM"
+        -kernel "$BOOT_KERNEL" -initrd "$INITRD"
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off"
+        -chardev "stdio,id=con,signal=on,logfile=$LOG" -serial chardev:con
+        -virtfs "local,path=$CTL,mount_tag=ctl,security_model=none,id=ctl"
+        -virtfs "local,path=$LAB_SHARE,mount_tag=host,security_model=none,id=host,multidevs=remap"
+        -device virtio-rng-pci)
+    log "booting ($accel, $LAB_SMP vCPU, $LAB_MEM RAM, timeout ${LAB_TIMEOUT}s), $LAB_SHARE -> /host, console log $LOG"
+    QRC=0 BOOT_FAILED=0 BOOT_KILLED=0
+    local t0=$SECONDS
+    if [ "$1" = 1 ]; then
+        timeout --foreground -k 10 "$LAB_TIMEOUT" "${q[@]}" || QRC=$?
+    else
+        timeout -k 10 "$LAB_TIMEOUT" "${q[@]}" </dev/null &
+        local qpid=$!
+        trap 'kill -TERM "$qpid" 2>/dev/null; wait "$qpid"; rm -rf "$CTL"; log "interrupted; console log $LOG"; exit 130' INT TERM
+        while kill -0 "$qpid" 2>/dev/null; do
+            if [ "$BOOT_FAILED" = 0 ] && [ ! -e "$CTL/booted" ] && [ $((SECONDS - t0)) -ge "$LAB_BOOT_TIMEOUT" ]; then
+                BOOT_FAILED=1 BOOT_KILLED=1
+                kill -TERM "$qpid" 2>/dev/null || true
+            fi
+            sleep 1
+        done
+        wait "$qpid" || QRC=$?
+        trap - INT TERM
+    fi
+    [ -e "$CTL/booted" ] || BOOT_FAILED=1
+    QSECS=$((SECONDS - t0))
+    log "qemu exited ($QRC) after ${QSECS}s"
+}
+
+# map the run's outcome to lab.sh's exit status
+finish() {
+    if [ "$QRC" = 124 ] || { [ "$QRC" = 137 ] && [ "$QSECS" -ge "$LAB_TIMEOUT" ]; }; then
+        fail $EXIT_TIMEOUT "the guest hung: killed after the hard timeout of ${LAB_TIMEOUT}s (LAB_TIMEOUT); console log: $LOG"
+    fi
+    if [ "$BOOT_KILLED" = 1 ]; then
+        fail $EXIT_NOBOOT "the guest did not boot: /init did not start within ${LAB_BOOT_TIMEOUT}s (LAB_BOOT_TIMEOUT), qemu killed; console log: $LOG"
+    fi
+    if [ "$QRC" -gt 128 ] && [ ! -f "$CTL/status" ]; then
+        fail $EXIT_NOSTATUS "qemu was killed by signal $((QRC - 128)) from outside after ${QSECS}s (not by lab.sh); console log: $LOG"
+    fi
+    if [ "$BOOT_FAILED" = 1 ]; then
+        fail $EXIT_NOBOOT "the guest did not boot: qemu exited with status $QRC before /init started (kernel panic, bad qemu option?); console log: $LOG"
+    fi
+    if [ -f "$CTL/services_rc" ] && [ "$(cat "$CTL/services_rc")" != 0 ]; then
+        fail $EXIT_SERVICES "service setup in the guest failed (setup-services.sh rc $(cat "$CTL/services_rc")); its messages are in the console log: $LOG"
+    fi
+    if [ ! -f "$CTL/status" ]; then
+        fail $EXIT_NOSTATUS "the guest stopped without reporting a status (kernel panic or crash?); console log: $LOG"
+    fi
+    local rc; rc=$(cat "$CTL/status")
+    if [ "$rc" = 0 ]; then
+        log "guest command passed; console log: $LOG"
+    else
+        log "guest command FAILED with status $rc; console log: $LOG"
+    fi
+    exit "$rc"
+}
+
+cmd_run() {
+    [ $# -gt 0 ] || fail $EXIT_USAGE "usage: lab.sh run CMD [ARGS...]"
+    cmd_deps
+    cmd_image
+    prep_ctl
+    printf '%q ' "$@" >"$CTL/cmd"; echo >>"$CTL/cmd"
+    boot 0
+    finish
+}
+
+build_binaries() {
+    log "building the binaries (test/e2e/build.sh)"
+    "$HERE/build.sh" "$ROOT/bin" || fail $EXIT_BUILD "building the e2e binaries failed (test/e2e/build.sh)"
+}
+
+cmd_e2e() {
+    local t0=$SECONDS
+    cmd_deps
+    cmd_image
+    build_binaries
+    log "host part took $((SECONDS - t0))s"
+    cmd_run test/e2e/run-tests.sh "$@"
+}
+
+cmd_bench() {
+    LAB_MEM=${LAB_MEM_BENCH:-4G}
+    LAB_EXPORT_SIZE=${LAB_EXPORT_SIZE_BENCH:-1536m}
+    cmd_deps
+    cmd_image
+    build_binaries
+    cmd_run test/e2e/run-tests.sh --bench "$@"
+}
+
+cmd_shell() {
+    cmd_deps
+    cmd_image
+    prep_ctl
+    echo 'exec bash -i' >"$CTL/cmd"
+    boot 1
+    finish
+}
+
+cmd_info() { # read-only: builds nothing
+    local kpkg kver key
+    kpkg=$(kernel_pkg); kver=${kpkg#linux-image-}; key=$(rootfs_key)
+    echo "cache:     $LAB_CACHE ($(du -sh "$LAB_CACHE" 2>/dev/null | cut -f1))"
+    echo "kernel:    $kpkg: $([ -e "$LAB_CACHE/kernel-$kver/.done" ] && echo "$LAB_CACHE/kernel-$kver" || echo 'not built')"
+    echo "rootfs:    $([ -e "$LAB_CACHE/rootfs-$SUITE-$key/.done" ] && echo "$LAB_CACHE/rootfs-$SUITE-$key" || echo 'not built')"
+    echo "initramfs: $(ls "$LAB_CACHE"/initramfs-"$kver"-*.cpio 2>/dev/null || echo 'not built')"
+    echo "accel:     $(pick_accel)"
+}
+
+cmd_available() {
+    if ! command -v qemu-system-x86_64 >/dev/null && ! dpkg -s qemu-system-x86 >/dev/null 2>&1 &&
+        ! apt-cache show qemu-system-x86 >/dev/null 2>&1; then
+        echo "no qemu-system-x86_64 and no apt package for it"; return 1
+    fi
+    [ "$(id -u)" = 0 ] || { echo "not root"; return 1; }
+    echo "e2e can run here ($(pick_accel))"
+}
+
+case "${1:-}" in
+    e2e) shift; cmd_e2e "$@" ;;
+    bench) shift; cmd_bench "$@" ;;
+    run) shift; cmd_run "$@" ;;
+    shell) cmd_shell ;;
+    deps) cmd_deps ;;
+    image) cmd_deps; cmd_image ;;
+    info) cmd_info ;;
+    available) cmd_available ;;
+    *) sed -n '2,48p' "$0"; exit $EXIT_USAGE ;;
+esac
