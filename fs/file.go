@@ -84,14 +84,23 @@ func (f *FS) open(ctx context.Context, obj *object, flags uint32, a *nfs3.Fattr)
 // readResult hands FUSE the data of a READ reply without copying it; the
 // reply is released once FUSE has sent it.
 type readResult struct {
-	res nfs3.ReadResult
+	res    nfs3.ReadResult
+	slices [1][]byte
 }
 
 var readResults = sync.Pool{New: func() any { return new(readResult) }}
 
 func (r *readResult) Bytes(buf []byte) ([]byte, fuse.Status) { return r.res.Data, fuse.OK }
 func (r *readResult) Size() int                              { return len(r.res.Data) }
+
+// Slices lets go-fuse write the reply with writev straight from the READ
+// reply's buffer.
+func (r *readResult) Slices() ([][]byte, fuse.Status) {
+	r.slices[0] = r.res.Data
+	return r.slices[:], fuse.OK
+}
 func (r *readResult) Done() {
+	r.slices[0] = nil
 	r.res.Release()
 	readResults.Put(r)
 }

@@ -149,6 +149,9 @@ func (f *FS) MountOptions() *gofs.Options {
 			MaxWrite:           maxIO,
 			MaxBackground:      64,
 			DisableReadDirPlus: f.opts.NoReaddirPlus,
+			// Replies come from memory, never from a file descriptor:
+			// splicing them would only add a copy into a pipe.
+			DisableSplice: true,
 			Name:               "rdmafs",
 			FsName:             f.cfg.Source,
 		},

@@ -1,0 +1,35 @@
+// Package xprtrdma is the RPC-over-RDMA Version One transport of rdmafs
+// (RFC 8166, with the NFS binding of RFC 8267 and the connection private
+// data of RFC 8797), client and server, over the verbs package.
+//
+// The client (Transport) implements sunrpc.Transport. Each call goes out
+// in one Send: inline when it fits, else with its payload (WRITE data) in a
+// read chunk the server pulls with RDMA Read, else whole in a position-zero
+// read chunk (RDMA_NOMSG). A reply that may not fit inline comes back by
+// RDMA Write: READ data into a write chunk, any other large reply into a
+// reply chunk. Chunks point into registered buffers; READ data lands where
+// the caller reads it, and a payload already in one of the transport's
+// buffers (PayloadBuffer) is not copied. Memory registration follows the
+// memreg strategy: per-call memory windows (the default: no rkey stays
+// valid after its call), per-call registration, or one persistent
+// registration for trusted fabrics.
+//
+// The transport follows the Linux client where DESIGN.md says it must:
+// credits start at 1 per connection and never exceed the server's grant, a
+// Receive is posted before every Send, a call is never retransmitted on
+// the connection that lost it, and a lost connection is redialled with a
+// backoff of 5 s doubling to 30 s.
+//
+// The server (Listener) takes connections for `rdmafs serve -o proto=rdma`
+// and hands whole RPC calls to an nfs3/server Session: it pulls read
+// chunks, pushes READ data into write chunks and large replies into reply
+// chunks, and answers bad versions with ERR_VERS and bad chunks with
+// ERR_CHUNK.
+//
+// The files follow the kernel's split: header.go and privdata.go are the
+// wire format, marshal.go chooses and parses chunks (rpc_rdma.c),
+// arena.go and memreg.go are the registered buffers and their exposure
+// (frwr_ops.c), endpoint.go is one connection's verbs resources
+// (verbs.c), transport.go is the client transport (transport.c), and
+// svc*.go is the server.
+package xprtrdma

@@ -1,0 +1,584 @@
+package xprtrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// endpoint is one connection to the server and its verbs resources: the
+// device, a protection domain, the arenas' registrations, the queue pair,
+// and the table of calls in flight (like the kernel's rpcrdma_ep). A new
+// connection gets a new endpoint; the arenas stay with the transport.
+type endpoint struct {
+	t       *Transport
+	dev     verbs.Device
+	pd      verbs.PD
+	conn    verbs.Conn
+	smallMR verbs.MR
+	chunkMR verbs.MR
+	reg     registrar
+
+	inlineSend, inlineRecv int // negotiated with the server (RFC 8797)
+
+	// postMu orders posting against teardown: RoundTrip holds it shared
+	// while it posts, teardown exclusively before it destroys the queue
+	// pair.
+	postMu sync.RWMutex
+	closed bool // under postMu
+
+	mu       sync.Mutex
+	granted  int // credits the server granted, at least 1
+	inflight int // calls holding a credit
+	wake     chan struct{}
+	pending  map[uint32]*request
+	reqs     []request
+	free     []*request
+	err      error
+	lost     chan struct{}
+	loopDone chan struct{} // closed when the completion loop ends
+	idle     *time.Timer
+
+	hdr    Header // the completion loop's header scratch
+	worked bool   // a reply came: the connection is good (completion loop only)
+}
+
+// dial makes a connection to the server and its endpoint.
+func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
+	cfg := &t.cfg
+	t.stats.bindCount.Add(1)
+	dev, err := cfg.Provider.Open(ctx, "", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}), loopDone: make(chan struct{}), granted: 1,
+		pending: make(map[uint32]*request), reqs: make([]request, cfg.Credits)}
+	for i := range ep.reqs {
+		ep.reqs[i].slot = i
+		ep.free = append(ep.free, &ep.reqs[i])
+	}
+	if err := ep.setup(ctx); err != nil {
+		ep.release()
+		return nil, err
+	}
+	ep.idle = time.AfterFunc(cfg.IdleTimeout, ep.closeIfIdle)
+	go ep.completions()
+	return ep, nil
+}
+
+// setup allocates the protection domain, registers the arenas, chooses the
+// registration strategy and connects.
+func (ep *endpoint) setup(ctx context.Context) error {
+	t := ep.t
+	cfg := &t.cfg
+	var err error
+	if ep.pd, err = ep.dev.AllocPD(); err != nil {
+		return err
+	}
+	memreg := cfg.MemReg
+	if memreg == MemRegMW && !ep.dev.Caps().MemoryWindows {
+		t.logOnce("memreg=mw: device %s has no memory windows; registering per call instead (memreg=register)", ep.dev.Name())
+		memreg = MemRegRegister
+	}
+	switch memreg {
+	case MemRegMW:
+		ep.reg = &windows{ep: ep}
+	case MemRegRegister:
+		ep.reg = perCall{ep: ep}
+	default:
+		ep.reg = persistent{ep: ep}
+	}
+	if ep.smallMR, err = ep.pd.Register(t.small.mem, 0, len(t.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+		return err
+	}
+	if ep.chunkMR, err = ep.pd.Register(t.chunks.mem, 0, len(t.chunks.mem.Bytes()), ep.reg.arenaAccess()); err != nil {
+		return err
+	}
+
+	caps := ep.dev.Caps()
+	// Each call needs a Send, up to two binds and two invalidations.
+	depth := min(cfg.Credits*5+8, caps.MaxQPWR)
+	if depth <= 0 {
+		depth = cfg.Credits*5 + 8
+	}
+	own := PrivateData{Flags: PrivRemoteInvalidate, SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
+	start := time.Now()
+	ep.conn, err = ep.pd.Dial(ctx, cfg.Addr, verbs.ConnConfig{
+		SendDepth: depth, RecvDepth: min(2*cfg.Credits+8, max(caps.MaxQPWR, 2*cfg.Credits+8)),
+		MaxSendSGE: 3, MaxRecvSGE: 1,
+		// The server pulls read chunks with RDMA Read: let it have as
+		// many outstanding as the device allows (Linux asks for up to
+		// 255; svcrdma refuses 0). The client issues none.
+		ResponderResources: uint8(min(max(caps.MaxQPRdAtom, 1), 255)),
+		InitiatorDepth:     0,
+		PrivateData:        own.Encode(),
+		Timeout:            cfg.ConnectTimeout,
+	})
+	t.stats.connectTime.Add(int64(time.Since(start)))
+	if err != nil {
+		return err
+	}
+	t.stats.connectCount.Add(1)
+	peer, _ := DecodePrivateData(ep.conn.PeerPrivateData())
+	ep.inlineSend = min(cfg.MaxInlineWrite, peer.RecvSize, t.small.blockSize)
+	ep.inlineRecv = min(cfg.MaxInlineRead, peer.SendSize, t.small.blockSize)
+	return nil
+}
+
+// credit takes a credit and a request for a call, waiting while as many
+// calls are out as the server granted.
+func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*request, error) {
+	t := ep.t
+	waited := false
+	for {
+		ep.mu.Lock()
+		if ep.err != nil {
+			ep.mu.Unlock()
+			if waited {
+				t.stats.backlog.Add(-1)
+			}
+			return nil, fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.err)
+		}
+		if ep.inflight < ep.granted && len(ep.free) > 0 {
+			ep.inflight++
+			r := ep.free[len(ep.free)-1]
+			ep.free = ep.free[:len(ep.free)-1]
+			ep.idle.Stop()
+			ep.mu.Unlock()
+			if waited {
+				t.stats.backlog.Add(-1)
+			}
+			return r, nil
+		}
+		wake := ep.wake
+		ep.mu.Unlock()
+		if !waited {
+			waited = true
+			t.stats.backlog.Add(1)
+			t.stats.creditWaits.Add(1)
+		}
+		select {
+		case <-wake:
+		case <-ep.lost:
+		case <-ctx.Done():
+			t.stats.backlog.Add(-1)
+			return nil, ctx.Err()
+		case <-deadline:
+			t.stats.backlog.Add(-1)
+			return nil, sunrpc.ErrTimeout
+		}
+	}
+}
+
+// wakeLocked wakes calls waiting for a credit. The caller holds ep.mu.
+func (ep *endpoint) wakeLocked() {
+	close(ep.wake)
+	ep.wake = make(chan struct{})
+}
+
+// send sends call with the credit and request r (from credit) and
+// registers it for its reply; the reply completes r.
+func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) error {
+	t := ep.t
+	ep.postMu.RLock()
+	defer ep.postMu.RUnlock()
+	ep.mu.Lock()
+	r.reset(call)
+	ep.pending[call.Xid] = r
+	ep.mu.Unlock()
+	fail := func(err error) error {
+		ep.mu.Lock()
+		delete(ep.pending, call.Xid)
+		ep.mu.Unlock()
+		ep.unwind(r)
+		return err
+	}
+	if ep.closed {
+		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
+	}
+	send, err := t.small.get(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	r.send = send
+	// A Receive for the reply goes up before the Send.
+	if err := ep.postRecv(ctx); err != nil {
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	var wr verbs.SendWR
+	var sgl [3]verbs.SGE
+	var h Header
+	if err := ep.marshal(ctx, r, &h, &wr, &sgl); err != nil {
+		if errors.Is(err, ErrMarshal) {
+			t.stats.failedMarshal.Add(1)
+		}
+		if ep.reg != nil {
+			ep.reg.revoke(r, 0, false)
+		}
+		return fail(err)
+	}
+	ep.mu.Lock()
+	r.waiting++ // the Send's completion
+	ep.mu.Unlock()
+	t.stats.sends.Add(1)
+	t.stats.reqU.Add(uint64(t.stats.inflight.Load()))
+	t.stats.bklogU.Add(uint64(t.stats.backlog.Load()))
+	call.SentAt = time.Now()
+	if err := ep.conn.PostSend(&wr); err != nil {
+		ep.fail(err)
+		ep.mu.Lock()
+		r.waiting--
+		ep.mu.Unlock()
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	return nil
+}
+
+// unwind gives back what a call that was never sent took: its blocks and
+// its credit. Its exposures were revoked or never posted.
+func (ep *endpoint) unwind(r *request) {
+	for _, b := range []*block{r.send, r.write, r.reply, r.stage} {
+		if b != nil {
+			b.release()
+		}
+	}
+	r.send, r.write, r.reply, r.stage, r.call = nil, nil, nil, nil, nil
+	ep.mu.Lock()
+	ep.free = append(ep.free, r)
+	ep.mu.Unlock()
+	ep.returnCredit()
+}
+
+func (ep *endpoint) returnCredit() {
+	ep.mu.Lock()
+	ep.inflight--
+	ep.wakeLocked()
+	if ep.inflight == 0 && ep.err == nil {
+		ep.idle.Reset(ep.t.cfg.IdleTimeout)
+	}
+	ep.mu.Unlock()
+}
+
+// postRecv posts a Receive buffer.
+func (ep *endpoint) postRecv(ctx context.Context) error {
+	b, err := ep.t.small.get(ctx)
+	if err != nil {
+		return err
+	}
+	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.off(), Length: ep.t.small.blockSize}}
+	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: wrID(wrRecv, b.idx), SGL: sge[:]}); err != nil {
+		b.release()
+		return err
+	}
+	return nil
+}
+
+// abandon is called when the caller of r stops waiting (a timeout, an
+// interrupt, a lost connection). It reports whether the reply was already
+// delivered, in which case the caller must take it.
+func (ep *endpoint) abandon(r *request) (delivered bool) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if r.delivered {
+		return true
+	}
+	r.abandoned = true
+	return false
+}
+
+// completions handles the connection's work completions until it ends.
+func (ep *endpoint) completions() {
+	defer close(ep.loopDone)
+	wcs := make([]verbs.Completion, 32)
+	ctx := context.Background()
+	for {
+		n, err := ep.conn.Poll(wcs)
+		if err != nil {
+			ep.fail(err)
+			return
+		}
+		for i := range wcs[:n] {
+			ep.complete(&wcs[i])
+		}
+		if n > 0 {
+			continue
+		}
+		if err := ep.conn.Wait(ctx); err != nil {
+			// Drain what the flush produced, then stop.
+			for {
+				n, perr := ep.conn.Poll(wcs)
+				for i := range wcs[:n] {
+					ep.complete(&wcs[i])
+				}
+				if n == 0 || perr != nil {
+					break
+				}
+			}
+			ep.fail(err)
+			return
+		}
+	}
+}
+
+// complete handles one work completion.
+func (ep *endpoint) complete(wc *verbs.Completion) {
+	kind, n := splitWRID(wc.ID)
+	if wc.Status != verbs.StatusSuccess && wc.Status != verbs.StatusWRFlushErr {
+		ep.fail(wc.Err())
+	}
+	switch kind {
+	case wrRecv:
+		b := &ep.t.small.blocks[n]
+		if wc.Status != verbs.StatusSuccess {
+			b.release()
+			return
+		}
+		ep.t.stats.recvs.Add(1)
+		ep.reply(b, int(wc.ByteLen), wc.InvalidatedRKey, wc.HasInvalidate)
+	case wrSend, wrLocalInv:
+		if n < 0 || n >= len(ep.reqs) {
+			return
+		}
+		r := &ep.reqs[n]
+		ep.mu.Lock()
+		r.waiting--
+		if kind == wrLocalInv {
+			if w, ok := ep.reg.(*windows); ok {
+				w.invalidated(r)
+			}
+			r.ready = r.replied
+		}
+		ep.mu.Unlock()
+		ep.settle(r)
+	case wrBind:
+		// Binds are unsignaled; one that fails broke the connection.
+	}
+}
+
+// reply handles a Receive: it decodes the transport header, finds the call
+// and completes it.
+func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
+	t := ep.t
+	data := b.bytes()[:n]
+	h := &ep.hdr
+	hlen, derr := h.Decode(data)
+	if derr != nil && len(data) < 4 {
+		t.stats.badReplies.Add(1)
+		b.release()
+		return
+	}
+	if derr != nil {
+		h.Xid = uint32(data[0])<<24 | uint32(data[1])<<16 | uint32(data[2])<<8 | uint32(data[3])
+	}
+	ep.mu.Lock()
+	r := ep.pending[h.Xid]
+	if r == nil {
+		ep.mu.Unlock()
+		t.stats.badXids.Add(1)
+		b.release()
+		return
+	}
+	delete(ep.pending, h.Xid)
+	if derr == nil && h.Vers == Version {
+		// A grant of 0 counts as 1; more than asked for is not used.
+		ep.granted = min(max(int(h.Credits), 1), t.cfg.Credits)
+	}
+	r.replied = true
+	r.recv = b
+	ep.inflight--
+	ep.wakeLocked()
+	ep.mu.Unlock()
+
+	var err error
+	switch {
+	case derr != nil:
+		err = fmt.Errorf("%w: %v", ErrBadReply, derr)
+	case h.Vers != Version:
+		err = fmt.Errorf("%w: transport header version %d", ErrBadReply, h.Vers)
+	case h.Proc == ProcError:
+		err = &RDMAError{Code: h.ErrCode, Low: h.VersLow, High: h.VersHigh}
+	}
+	var msg, payload []byte
+	if err == nil {
+		msg, payload, err = parseReply(r, h, data, hlen)
+	}
+	if err != nil {
+		t.stats.badReplies.Add(1)
+		r.call.Reply = sunrpc.Reply{Err: err}
+	} else {
+		if !ep.worked {
+			ep.worked = true
+			t.connected()
+		}
+		t.stats.rdmaReplyBytes.Add(uint64(len(payload)))
+		if h.Proc == ProcNoMsg {
+			t.stats.rdmaReplyBytes.Add(uint64(len(msg)))
+		}
+		if r.hasW && payload == nil && r.call.ReplyPayload > 0 {
+			t.stats.fixupBytes.Add(uint64(len(msg)))
+		}
+		r.call.Reply = sunrpc.Reply{Msg: msg, Payload: payload}
+	}
+
+	// No rkey of the call may work once it completes.
+	// The device reports which rkey a Send With Invalidate killed; the
+	// client said it accepts them (RFC 8797), whatever the server's flags.
+	wait, rerr := ep.reg.revoke(r, inv, hasInv)
+	ep.mu.Lock()
+	if rerr != nil {
+		ep.mu.Unlock()
+		ep.fail(rerr)
+		ep.mu.Lock()
+	}
+	if wait {
+		r.waiting++
+	} else {
+		r.ready = true
+	}
+	ep.mu.Unlock()
+	ep.settle(r)
+}
+
+// settle delivers r's reply once it is ready, and frees r once nothing of
+// it is in flight.
+func (ep *endpoint) settle(r *request) {
+	ep.mu.Lock()
+	if r.ready && !r.delivered {
+		r.delivered = true
+		if r.abandoned {
+			ep.mu.Unlock()
+			ep.releaseReply(r)
+			ep.mu.Lock()
+		} else {
+			bufs := replyBufferPool.Get().(*replyBuffers)
+			bufs.blocks = [3]*block{r.recv, r.write, r.reply}
+			r.recv, r.write, r.reply = nil, nil, nil
+			r.call.Reply.SetBuffer(bufs)
+			r.call.Done() <- struct{}{}
+		}
+	}
+	if r.delivered && r.waiting == 0 && r.call != nil {
+		if r.send != nil {
+			r.send.release()
+			r.send = nil
+		}
+		if r.stage != nil {
+			r.stage.release()
+			r.stage = nil
+		}
+		r.call = nil
+		ep.free = append(ep.free, r)
+		ep.wakeLocked()
+	}
+	ep.mu.Unlock()
+}
+
+// releaseReply gives back the reply buffers of a call nobody waits for.
+func (ep *endpoint) releaseReply(r *request) {
+	for _, b := range []*block{r.recv, r.write, r.reply} {
+		if b != nil {
+			b.release()
+		}
+	}
+	r.recv, r.write, r.reply = nil, nil, nil
+}
+
+// fail ends the connection because of err; calls waiting on it see lost
+// closed. Teardown happens in the background once the queue pair is gone.
+func (ep *endpoint) fail(err error) {
+	ep.mu.Lock()
+	if ep.err != nil {
+		ep.mu.Unlock()
+		return
+	}
+	ep.err = err
+	close(ep.lost)
+	if ep.idle != nil {
+		ep.idle.Stop()
+	}
+	ep.mu.Unlock()
+	ep.t.dropped(ep, err)
+	go ep.teardown()
+}
+
+// teardown destroys the queue pair, after which the server can reach none
+// of the endpoint's memory, and gives back every buffer of calls that will
+// never complete.
+func (ep *endpoint) teardown() {
+	ep.postMu.Lock()
+	ep.closed = true
+	ep.postMu.Unlock()
+	if ep.conn != nil {
+		ep.conn.Close()
+		<-ep.loopDone
+	}
+	ep.mu.Lock()
+	for xid, r := range ep.pending {
+		delete(ep.pending, xid)
+		r.abandoned = true
+	}
+	var stuck []*request
+	for i := range ep.reqs {
+		if r := &ep.reqs[i]; r.call != nil && !r.delivered {
+			stuck = append(stuck, r)
+		}
+	}
+	ep.mu.Unlock()
+	for _, r := range stuck {
+		ep.releaseReply(r)
+		for _, b := range []*block{r.send, r.stage} {
+			if b != nil {
+				b.release()
+			}
+		}
+		r.send, r.stage = nil, nil
+		if p, ok := ep.reg.(perCall); ok {
+			p.revoke(r, 0, false)
+		}
+	}
+	ep.release()
+}
+
+// release frees the endpoint's verbs resources.
+func (ep *endpoint) release() {
+	if ep.chunkMR != nil {
+		ep.chunkMR.Deregister()
+	}
+	if ep.smallMR != nil {
+		ep.smallMR.Deregister()
+	}
+	if w, ok := ep.reg.(*windows); ok {
+		for _, mw := range w.free {
+			mw.Close()
+		}
+		for i := range ep.reqs {
+			for _, b := range append(ep.reqs[i].mws, ep.reqs[i].invalidating...) {
+				b.mw.Close()
+			}
+		}
+	}
+	if ep.pd != nil {
+		ep.pd.Close()
+	}
+	if ep.dev != nil {
+		ep.dev.Close()
+	}
+}
+
+// closeIfIdle drops a connection nobody used for the idle timeout.
+func (ep *endpoint) closeIfIdle() {
+	ep.mu.Lock()
+	idle := ep.inflight == 0 && len(ep.pending) == 0
+	ep.mu.Unlock()
+	if idle {
+		ep.fail(errIdle)
+	}
+}
+
+var errIdle = errors.New("idle")

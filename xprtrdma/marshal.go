@@ -1,0 +1,288 @@
+package xprtrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// Marshaling: how each call goes out and what its reply may use, as the
+// Linux client chooses (rpc_rdma.c):
+//
+//   - A call that fits in the Send goes inline (RDMA_MSG).
+//   - A call with a payload (WRITE data, a SYMLINK target) that does not
+//     fit goes with the payload in a read chunk at its XDR position, its
+//     pad left off, and the rest inline (RDMA_MSG).
+//   - Any other call that does not fit goes whole in a position-zero read
+//     chunk (RDMA_NOMSG).
+//   - A reply with a payload (READ data) that may not fit comes back with
+//     the payload in a write chunk; any other reply that may not fit
+//     (READDIR, READDIRPLUS, READLINK) in a reply chunk.
+
+// replySlack bounds what a READ reply carries inline besides its data: the
+// transport header with the write list echoed, the RPC reply header, the
+// status, the attributes, count, eof and the data's length.
+const replySlack = 256
+
+// ErrMarshal is wrapped by the error of a call the transport cannot send
+// (it is larger than a chunk buffer).
+var ErrMarshal = errors.New("rpcrdma: cannot marshal call")
+
+// Header sizes, for choosing before encoding.
+const (
+	headerFixed  = 4 * 4 // xid, vers, credits, proc
+	listEnd      = 4     // the "no more entries" of a list
+	readEntry    = 4 + 4 + 16
+	segmentBytes = 16
+)
+
+func (h *Header) encodedLen() int {
+	n := headerFixed + listEnd + listEnd + 4
+	n += h.NReads * readEntry
+	for i := range h.Writes[:h.NWrites] {
+		n += 4 + 4 + segmentBytes*h.Writes[i].N
+	}
+	if h.HasReply {
+		n += 4 + segmentBytes*h.Reply.N
+	}
+	return n
+}
+
+// marshal prepares r's call: it takes the buffers its chunks need,
+// exposes them, and builds the Send. Binds a memory window needs are
+// posted on the way; the Send itself is the caller's to post.
+func (ep *endpoint) marshal(ctx context.Context, r *request, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
+	t := ep.t
+	call := r.call
+	*h = Header{Xid: call.Xid, Vers: Version, Credits: uint32(t.cfg.Credits), Proc: ProcMsg}
+
+	// What the reply may need.
+	switch {
+	case call.ReplyPayload > 0 && call.ReplyPayload+replySlack > ep.inlineRecv:
+		if call.ReplyPayload > t.chunks.blockSize {
+			return fmt.Errorf("%w: reply payload of %d bytes, chunks hold %d", ErrMarshal, call.ReplyPayload, t.chunks.blockSize)
+		}
+		b, err := t.chunks.get(ctx)
+		if err != nil {
+			return err
+		}
+		r.write = b
+		seg, err := ep.reg.expose(r, b.off(), call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+		if err != nil {
+			return err
+		}
+		r.offerW, r.hasW = seg, true
+		h.Writes[0].Segments[0], h.Writes[0].N, h.NWrites = seg, 1, 1
+		t.stats.writeChunks.Add(1)
+	case call.ReplyMax > ep.inlineRecv:
+		b, err := t.chunks.get(ctx)
+		if err != nil {
+			return err
+		}
+		r.reply = b
+		seg, err := ep.reg.expose(r, b.off(), min(call.ReplyMax, t.chunks.blockSize), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+		if err != nil {
+			return err
+		}
+		r.offerR, r.hasR = seg, true
+		h.Reply.Segments[0], h.Reply.N, h.HasReply = seg, 1, true
+		t.stats.replyChunks.Add(1)
+	}
+
+	// How the call goes.
+	pad := xdr.Pad(len(call.Payload))
+	msgLen := len(call.Head) + len(call.Payload) + pad + len(call.Tail)
+	send := r.send.bytes()[:ep.inlineSend]
+	hlen := h.encodedLen()
+	switch {
+	case hlen+msgLen <= ep.inlineSend:
+		return ep.marshalInline(r, h, wr, sgl, send, pad)
+	case call.Payload != nil && hlen+readEntry+len(call.Head)+len(call.Tail) <= ep.inlineSend:
+		seg, err := ep.exposePayload(ctx, r, call.Payload)
+		if err != nil {
+			return err
+		}
+		h.Reads[0], h.NReads = ReadSegment{Position: uint32(len(call.Head)), Segment: seg}, 1
+		t.stats.readChunks.Add(1)
+		t.stats.rdmaRequestBytes.Add(uint64(len(call.Payload)))
+		buf := h.Encode(send[:0])
+		buf = append(buf, call.Head...)
+		buf = append(buf, call.Tail...)
+		setSend(wr, sgl, r, ep.smallMR, len(buf))
+		return nil
+	default:
+		if msgLen > t.chunks.blockSize {
+			return fmt.Errorf("%w: call of %d bytes, chunks hold %d", ErrMarshal, msgLen, t.chunks.blockSize)
+		}
+		b, err := t.chunks.get(ctx)
+		if err != nil {
+			return err
+		}
+		r.stage = b
+		whole := b.bytes()[:0]
+		whole = append(whole, call.Head...)
+		whole = append(whole, call.Payload...)
+		whole = append(whole, zeroPad[:pad]...)
+		whole = append(whole, call.Tail...)
+		t.stats.pullupBytes.Add(uint64(msgLen))
+		seg, err := ep.reg.expose(r, b.off(), msgLen, verbs.AccessRemoteRead)
+		if err != nil {
+			return err
+		}
+		h.Proc = ProcNoMsg
+		h.Reads[0], h.NReads = ReadSegment{Position: 0, Segment: seg}, 1
+		t.stats.readChunks.Add(1)
+		t.stats.nomsgCalls.Add(1)
+		t.stats.rdmaRequestBytes.Add(uint64(msgLen))
+		buf := h.Encode(send[:0])
+		setSend(wr, sgl, r, ep.smallMR, len(buf))
+		return nil
+	}
+}
+
+var zeroPad [4]byte
+
+// marshalInline puts the whole call in the Send. A payload in the chunk
+// arena (write-behind's buffers) is sent from there by its own scatter
+// entry; any other is copied.
+func (ep *endpoint) marshalInline(r *request, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE, send []byte, pad int) error {
+	call := r.call
+	buf := h.Encode(send[:0])
+	buf = append(buf, call.Head...)
+	if off, ok := ep.t.chunks.offsetOf(call.Payload); ok {
+		headLen := len(buf)
+		// The pad and tail go after the head in the same Send buffer,
+		// named by a third entry.
+		rest := append(send[headLen:headLen], zeroPad[:pad]...)
+		rest = append(rest, call.Tail...)
+		*sgl = [3]verbs.SGE{
+			{MR: ep.smallMR, Offset: r.send.off(), Length: headLen},
+			{MR: ep.chunkMR, Offset: off, Length: len(call.Payload)},
+			{MR: ep.smallMR, Offset: r.send.off() + headLen, Length: len(rest)},
+		}
+		*wr = verbs.SendWR{ID: wrID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:3], Signaled: true}
+		return nil
+	}
+	buf = append(buf, call.Payload...)
+	buf = append(buf, zeroPad[:pad]...)
+	buf = append(buf, call.Tail...)
+	ep.t.stats.pullupBytes.Add(uint64(len(call.Payload)))
+	setSend(wr, sgl, r, ep.smallMR, len(buf))
+	return nil
+}
+
+// exposePayload exposes a read chunk's payload: in place when it lies in
+// the chunk arena, else from a copy.
+func (ep *endpoint) exposePayload(ctx context.Context, r *request, payload []byte) (Segment, error) {
+	t := ep.t
+	off, ok := t.chunks.offsetOf(payload)
+	if !ok {
+		if len(payload) > t.chunks.blockSize {
+			return Segment{}, fmt.Errorf("%w: payload of %d bytes, chunks hold %d", ErrMarshal, len(payload), t.chunks.blockSize)
+		}
+		b, err := t.chunks.get(ctx)
+		if err != nil {
+			return Segment{}, err
+		}
+		r.stage = b
+		copy(b.bytes(), payload)
+		off = b.off()
+		t.stats.payloadCopies.Add(1)
+	}
+	return ep.reg.expose(r, off, len(payload), verbs.AccessRemoteRead)
+}
+
+func setSend(wr *verbs.SendWR, sgl *[3]verbs.SGE, r *request, mr verbs.MR, n int) {
+	sgl[0] = verbs.SGE{MR: mr, Offset: r.send.off(), Length: n}
+	*wr = verbs.SendWR{ID: wrID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:1], Signaled: true}
+}
+
+// ErrBadReply is wrapped by the error of a call whose reply broke the
+// protocol; the call fails with it (EIO) and bad_reply_count counts it.
+var ErrBadReply = errors.New("rpcrdma: bad reply")
+
+// RDMAError is the error of a call the server answered with RDMA_ERROR.
+type RDMAError struct {
+	Code      uint32
+	Low, High uint32
+}
+
+func (e *RDMAError) Error() string {
+	switch e.Code {
+	case ErrVers:
+		return fmt.Sprintf("rpcrdma: server speaks RPC-over-RDMA versions %d to %d only (ERR_VERS)", e.Low, e.High)
+	case ErrChunk:
+		return "rpcrdma: server could not process the call's chunks (ERR_CHUNK)"
+	}
+	return fmt.Sprintf("rpcrdma: RDMA_ERROR %d", e.Code)
+}
+
+func (e *RDMAError) Unwrap() error { return ErrBadReply }
+
+// parseReply finds r's reply in the header h and the Receive data: the RPC
+// message and, if the server used the write chunk, the payload. Every
+// length is checked against what r offered, so a reply cannot make the
+// client read outside r's own buffers.
+func parseReply(r *request, h *Header, data []byte, hlen int) (msg, payload []byte, err error) {
+	if h.NReads != 0 {
+		return nil, nil, fmt.Errorf("%w: reply with a read list", ErrBadReply)
+	}
+	if r.hasW {
+		if h.NWrites > 1 {
+			return nil, nil, fmt.Errorf("%w: %d write chunks for 1 offered", ErrBadReply, h.NWrites)
+		}
+		if h.NWrites == 1 {
+			n, err := usedChunk(&h.Writes[0], r.offerW)
+			if err != nil {
+				return nil, nil, err
+			}
+			if n > 0 {
+				payload = r.write.bytes()[:n]
+			}
+		}
+	} else if h.NWrites != 0 {
+		return nil, nil, fmt.Errorf("%w: write list with none offered", ErrBadReply)
+	}
+	var replyLen uint32
+	if h.HasReply {
+		if !r.hasR {
+			return nil, nil, fmt.Errorf("%w: reply chunk with none offered", ErrBadReply)
+		}
+		if replyLen, err = usedChunk(&h.Reply, r.offerR); err != nil {
+			return nil, nil, err
+		}
+	}
+	switch h.Proc {
+	case ProcMsg:
+		if replyLen != 0 {
+			return nil, nil, fmt.Errorf("%w: RDMA_MSG with a used reply chunk", ErrBadReply)
+		}
+		msg = data[hlen:]
+	case ProcNoMsg:
+		if !h.HasReply || len(data) != hlen {
+			return nil, nil, fmt.Errorf("%w: RDMA_NOMSG without its reply chunk", ErrBadReply)
+		}
+		msg = r.reply.bytes()[:replyLen]
+	}
+	if len(msg) < 12 {
+		return nil, nil, fmt.Errorf("%w: RPC reply of %d bytes", ErrBadReply, len(msg))
+	}
+	return msg, payload, nil
+}
+
+// usedChunk checks a chunk the server returned against the one segment
+// offered and returns how many bytes it wrote.
+func usedChunk(c *WriteChunk, offer Segment) (uint32, error) {
+	if c.N != 1 {
+		return 0, fmt.Errorf("%w: chunk of %d segments for 1 offered", ErrBadReply, c.N)
+	}
+	s := c.Segments[0]
+	if s.Handle != offer.Handle || s.Offset != offer.Offset || s.Length > offer.Length {
+		return 0, fmt.Errorf("%w: chunk segment %#x:%d@%#x for %#x:%d@%#x offered",
+			ErrBadReply, s.Handle, s.Length, s.Offset, offer.Handle, offer.Length, offer.Offset)
+	}
+	return s.Length, nil
+}

@@ -1,0 +1,199 @@
+package xprtrdma
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// MemReg is a memory registration strategy, the memreg mount option. It
+// decides how the server gets at the buffers a call's chunks name, and so
+// how long it can.
+type MemReg int
+
+// The strategies.
+const (
+	// MemRegMW binds a type 2 memory window over each chunk's buffer for
+	// one call and invalidates it before the call completes: by the
+	// server's Send With Invalidate, or a local invalidation the call
+	// waits for. Exposure: a chunk's buffer, while its call is out. Cost:
+	// a bind work request per chunk, an invalidation per reply the server
+	// did not invalidate. The default.
+	MemRegMW MemReg = iota
+	// MemRegRegister registers each chunk's buffer for its call and
+	// deregisters it before the call completes. Exposure as MemRegMW;
+	// cost: a registration and a deregistration (system calls that pin
+	// and unpin pages) per chunk. The fallback for devices without memory
+	// windows.
+	MemRegRegister
+	// MemRegPersistent registers all chunk buffers once, for remote read
+	// and write. Exposure: every chunk buffer, to the server, for as long
+	// as the connection's protection domain lives, whatever call it is
+	// lent to. Cost: none per call. Only for fabrics where the server is
+	// trusted.
+	MemRegPersistent
+)
+
+func (m MemReg) String() string {
+	switch m {
+	case MemRegMW:
+		return "mw"
+	case MemRegRegister:
+		return "register"
+	case MemRegPersistent:
+		return "persistent"
+	}
+	return fmt.Sprintf("memreg(%d)", int(m))
+}
+
+// registrar exposes parts of the chunk arena to the server for one call.
+type registrar interface {
+	// arenaAccess is what the chunk arena's registration allows.
+	arenaAccess() verbs.Access
+	// expose makes n bytes of the chunk arena from off reachable by the
+	// server with access during r, and returns the segment that names
+	// them. Work requests it needs are posted before r's Send.
+	expose(r *request, off, n int, access verbs.Access) (Segment, error)
+	// revoke ends r's exposures. The server invalidated rkey inv already
+	// if hasInv. It reports whether the call must wait for an
+	// invalidation to complete (endpoint.invalidated).
+	revoke(r *request, inv uint32, hasInv bool) (wait bool, err error)
+}
+
+// persistent exposes the arena's one registration.
+type persistent struct{ ep *endpoint }
+
+func (p persistent) arenaAccess() verbs.Access {
+	return verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite
+}
+
+func (p persistent) expose(_ *request, off, n int, _ verbs.Access) (Segment, error) {
+	mr := p.ep.chunkMR
+	return Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr() + uint64(off)}, nil
+}
+
+func (p persistent) revoke(*request, uint32, bool) (bool, error) { return false, nil }
+
+// perCall registers each chunk for its call.
+type perCall struct{ ep *endpoint }
+
+func (p perCall) arenaAccess() verbs.Access { return verbs.AccessLocalWrite }
+
+func (p perCall) expose(r *request, off, n int, access verbs.Access) (Segment, error) {
+	mr, err := p.ep.pd.Register(p.ep.t.chunks.mem, off, n, access|verbs.AccessLocalWrite)
+	if err != nil {
+		return Segment{}, err
+	}
+	p.ep.t.stats.hardwayRegister.Add(1)
+	r.mrs = append(r.mrs, mr)
+	return Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr()}, nil
+}
+
+func (p perCall) revoke(r *request, _ uint32, _ bool) (bool, error) {
+	var first error
+	for _, mr := range r.mrs {
+		if err := mr.Deregister(); err != nil && first == nil {
+			first = err
+		}
+	}
+	r.mrs = r.mrs[:0]
+	return false, first
+}
+
+// windows binds a memory window per chunk.
+type windows struct {
+	ep   *endpoint
+	mu   sync.Mutex
+	free []verbs.MW
+}
+
+func (w *windows) arenaAccess() verbs.Access { return verbs.AccessLocalWrite | verbs.AccessMWBind }
+
+func (w *windows) get() (verbs.MW, error) {
+	w.mu.Lock()
+	if n := len(w.free); n > 0 {
+		mw := w.free[n-1]
+		w.free = w.free[:n-1]
+		w.mu.Unlock()
+		w.ep.t.stats.mwReused.Add(1)
+		return mw, nil
+	}
+	w.mu.Unlock()
+	mw, err := w.ep.pd.AllocMW()
+	if err == nil {
+		w.ep.t.stats.mwAllocated.Add(1)
+	}
+	return mw, err
+}
+
+func (w *windows) put(mws ...verbs.MW) {
+	w.mu.Lock()
+	w.free = append(w.free, mws...)
+	w.mu.Unlock()
+}
+
+// nextRKey gives a window's next binding a new key: the low byte is the
+// consumer's to change, so an old key stops matching.
+func nextRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
+
+func (w *windows) expose(r *request, off, n int, access verbs.Access) (Segment, error) {
+	mw, err := w.get()
+	if err != nil {
+		return Segment{}, err
+	}
+	rkey := nextRKey(mw.RKey())
+	err = w.ep.conn.PostSend(&verbs.SendWR{
+		ID:     wrID(wrBind, r.slot),
+		Opcode: verbs.OpBindMW,
+		MW:     mw, BindMR: w.ep.chunkMR, Offset: off, Length: n,
+		BindAccess: access, NewRKey: rkey,
+	})
+	if err != nil {
+		w.put(mw)
+		return Segment{}, err
+	}
+	r.mws = append(r.mws, boundWindow{mw: mw, rkey: rkey})
+	return Segment{Handle: rkey, Length: uint32(n), Offset: w.ep.chunkMR.Addr() + uint64(off)}, nil
+}
+
+// revoke invalidates the windows the server did not, with one local
+// invalidation each; the last is signaled and the call waits for it.
+func (w *windows) revoke(r *request, inv uint32, hasInv bool) (bool, error) {
+	var todo []boundWindow
+	for _, b := range r.mws {
+		if hasInv && b.rkey == inv {
+			w.put(b.mw)
+			continue
+		}
+		todo = append(todo, b)
+	}
+	r.mws = r.mws[:0]
+	for i, b := range todo {
+		last := i == len(todo)-1
+		err := w.ep.conn.PostSend(&verbs.SendWR{
+			ID: wrID(wrLocalInv, r.slot), Opcode: verbs.OpLocalInv,
+			InvalidateRKey: b.rkey, Signaled: last,
+		})
+		if err != nil {
+			return false, err
+		}
+		w.ep.t.stats.localInv.Add(1)
+	}
+	r.invalidating = append(r.invalidating[:0], todo...)
+	return len(todo) > 0, nil
+}
+
+// invalidated gives back the windows of r once their invalidation
+// completed.
+func (w *windows) invalidated(r *request) {
+	for _, b := range r.invalidating {
+		w.put(b.mw)
+	}
+	r.invalidating = r.invalidating[:0]
+}
+
+type boundWindow struct {
+	mw   verbs.MW
+	rkey uint32
+}

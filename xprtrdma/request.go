@@ -1,0 +1,80 @@
+package xprtrdma
+
+import (
+	"sync"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// request is one call on its way through an endpoint: the buffers and
+// exposures it holds until its reply is in and every work request posted
+// for it has completed. Requests live in a fixed table of the endpoint
+// (one per credit the client asks for); a work request names its request
+// by slot.
+type request struct {
+	slot int
+	call *sunrpc.Call
+	xid  uint32
+
+	send   *block // the Send's buffer
+	write  *block // the write chunk's buffer (READ data)
+	reply  *block // the reply chunk's buffer
+	stage  *block // a read chunk's copy of a payload, or of a whole RDMA_NOMSG call
+	recv   *block // the Receive the reply arrived in
+	offerW Segment
+	offerR Segment
+	hasW   bool
+	hasR   bool
+
+	mws          []boundWindow
+	invalidating []boundWindow
+	mrs          []verbs.MR
+
+	// Completion state, under the endpoint's mutex.
+	waiting   int  // signaled work requests still to complete
+	replied   bool // the reply arrived (the credit is back)
+	ready     bool // replied and exposures revoked: the call may complete
+	delivered bool // the caller has the reply, or has gone
+	abandoned bool // the caller is no longer waiting
+}
+
+// reset readies a free request for a call.
+func (r *request) reset(call *sunrpc.Call) {
+	*r = request{slot: r.slot, call: call, xid: call.Xid,
+		mws: r.mws[:0], invalidating: r.invalidating[:0], mrs: r.mrs[:0]}
+}
+
+// Work request ids: the kind in the top byte, a request slot or a receive
+// block below.
+type wrKind uint8
+
+const (
+	wrRecv wrKind = iota + 1
+	wrSend
+	wrBind
+	wrLocalInv
+)
+
+func wrID(k wrKind, n int) uint64 { return uint64(k)<<56 | uint64(uint32(n)) }
+
+func splitWRID(id uint64) (wrKind, int) { return wrKind(id >> 56), int(uint32(id)) }
+
+// replyBuffers hold a delivered reply's memory (its Receive, its chunks)
+// until the caller releases the call.
+type replyBuffers struct {
+	blocks [3]*block
+}
+
+var replyBufferPool = sync.Pool{New: func() any { return new(replyBuffers) }}
+
+// Release implements sunrpc.Releaser.
+func (b *replyBuffers) Release() {
+	for i, blk := range b.blocks {
+		if blk != nil {
+			blk.release()
+			b.blocks[i] = nil
+		}
+	}
+	replyBufferPool.Put(b)
+}

@@ -1,0 +1,222 @@
+package xprtrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// The server side: an RPC-over-RDMA listener in front of an RPC service
+// that takes whole call messages (nfs3/server's Session). It accepts
+// connections with RFC 8797 private data, grants credits, pulls read
+// chunks, pushes READ data into write chunks and large replies into reply
+// chunks, and answers calls it cannot take with RDMA_ERROR: ERR_VERS for
+// another version, ERR_CHUNK for chunks it cannot process.
+
+// Session is the RPC service of one connection: Call takes one whole call
+// message (and copies it), Close ends the service. Replies come back
+// through the send function the session was made with.
+type Session interface {
+	Call(msg []byte) error
+	Close()
+}
+
+// SendFunc takes a reply of a Session. The n bytes at off of reply, when
+// n > 0, are a result the transport may place directly (READ data),
+// followed by their XDR pad. The reply is the session's again when
+// SendFunc returns.
+type SendFunc func(reply []byte, off, n int) error
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Provider verbs.Provider
+	Addr     string // host:port to listen on
+	// Credits granted to each client (at most what it asks for); Linux
+	// svcrdma grants 64. Default 64.
+	Credits int
+	// MaxInline is the largest message sent or received inline; default
+	// 4096.
+	MaxInline int
+	// MaxIO is the largest chunk the server moves for one call; default
+	// 1 MiB plus room for a call's headers.
+	MaxIO int
+	// NewSession starts the RPC service of a connection.
+	NewSession func(send SendFunc) Session
+	Logf       func(format string, args ...any)
+}
+
+// Server listens for RPC-over-RDMA connections.
+type Server struct {
+	cfg ServerConfig
+	dev verbs.Device
+	pd  verbs.PD
+	l   verbs.Listener
+
+	mu    sync.Mutex
+	conns map[*svcConn]struct{}
+	wg    sync.WaitGroup
+	done  chan struct{}
+}
+
+// Listen starts listening at cfg.Addr.
+func Listen(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	if cfg.Credits <= 0 {
+		cfg.Credits = 64
+	}
+	if cfg.MaxInline <= 0 {
+		cfg.MaxInline = 4096
+	}
+	if cfg.MaxIO <= 0 {
+		cfg.MaxIO = 1<<20 + 64<<10
+	}
+	if cfg.NewSession == nil {
+		return nil, errors.New("rpcrdma: server without a service")
+	}
+	s := &Server{cfg: cfg, conns: make(map[*svcConn]struct{}), done: make(chan struct{})}
+	var err error
+	if s.dev, err = cfg.Provider.Open(ctx, "", cfg.Addr); err != nil {
+		return nil, err
+	}
+	if s.pd, err = s.dev.AllocPD(); err != nil {
+		s.dev.Close()
+		return nil, err
+	}
+	if s.l, err = s.pd.Listen(cfg.Addr); err != nil {
+		s.pd.Close()
+		s.dev.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.l.Addr() }
+
+// Serve accepts connections until Close.
+func (s *Server) Serve() error {
+	for {
+		req, err := s.l.Accept(context.Background())
+		if err != nil {
+			select {
+			case <-s.done:
+				return nil
+			default:
+			}
+			return fmt.Errorf("rpcrdma: accept: %w", err)
+		}
+		c, err := s.accept(req)
+		if err != nil {
+			s.logf("rpcrdma: connection from %s: %v", req.RemoteAddr(), err)
+			continue
+		}
+		s.mu.Lock()
+		select {
+		case <-s.done:
+			s.mu.Unlock()
+			c.close()
+			return nil
+		default:
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.run()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops listening, ends every connection and waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	select {
+	case <-s.done:
+		s.mu.Unlock()
+		return nil
+	default:
+	}
+	close(s.done)
+	conns := make([]*svcConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.l.Close()
+	for _, c := range conns {
+		c.conn.Disconnect()
+	}
+	s.wg.Wait()
+	s.pd.Close()
+	return s.dev.Close()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// accept takes a connection request: it learns the client's inline sizes
+// and sets up the connection's buffers.
+func (s *Server) accept(req verbs.ConnRequest) (*svcConn, error) {
+	peer, _ := DecodePrivateData(req.PrivateData())
+	cfg := &s.cfg
+	c := &svcConn{s: s, calls: make(map[uint32]*svcCall)}
+	// What the client sends and receives inline.
+	c.recvInline = min(cfg.MaxInline, peer.SendSize)
+	c.sendInline = min(cfg.MaxInline, peer.RecvSize)
+	c.remoteInv = peer.Flags&PrivRemoteInvalidate != 0
+	var err error
+	inline := cfg.MaxInline
+	if c.small, err = newArena(3*cfg.Credits+8, inline); err != nil {
+		req.Reject(nil)
+		return nil, err
+	}
+	if c.data, err = newArena(2*cfg.Credits, (cfg.MaxIO+4095)&^4095); err != nil {
+		c.small.close()
+		req.Reject(nil)
+		return nil, err
+	}
+	if c.smallMR, err = s.pd.Register(c.small.mem, 0, len(c.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+		c.freeMemory()
+		req.Reject(nil)
+		return nil, err
+	}
+	if c.dataMR, err = s.pd.Register(c.data.mem, 0, len(c.data.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+		c.freeMemory()
+		req.Reject(nil)
+		return nil, err
+	}
+	caps := s.dev.Caps()
+	own := PrivateData{SendSize: cfg.MaxInline, RecvSize: cfg.MaxInline}
+	c.conn, err = req.Accept(verbs.ConnConfig{
+		SendDepth: 8*cfg.Credits + 8, RecvDepth: cfg.Credits + 8,
+		MaxSendSGE: 2, MaxRecvSGE: 1,
+		ResponderResources: 0,
+		// The server pulls read chunks: as many RDMA Reads at once as
+		// the client lets it and the device can.
+		InitiatorDepth: uint8(min(int(req.ResponderResources()), max(caps.MaxQPInitRdAtom, 1), 255)),
+		PrivateData:    own.Encode(),
+		Timeout:        10 * time.Second,
+	})
+	if err != nil {
+		c.freeMemory()
+		return nil, err
+	}
+	// Twice the credits: a call's slot is free only once its reply's Send
+	// completed, and the client may already send its next call.
+	c.table = make([]svcCall, 2*cfg.Credits)
+	for i := range c.table {
+		c.table[i] = svcCall{c: c, idx: i}
+		c.free = append(c.free, &c.table[i])
+	}
+	return c, nil
+}

@@ -1,0 +1,339 @@
+package xprtrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// Config configures a client Transport.
+type Config struct {
+	Provider verbs.Provider
+	Addr     string // host:port of the server's RPC-over-RDMA listener
+	// Credits is how many calls the client asks to have in flight
+	// (slot_table_entries); the server's grant rules. Default 128.
+	Credits int
+	// MaxInlineRead and MaxInlineWrite are the largest reply and call the
+	// client receives and sends inline (RFC 8797 private data). Default
+	// 4096.
+	MaxInlineRead, MaxInlineWrite int
+	MemReg                        MemReg
+	// MaxIO is the largest payload a call or reply carries (the larger of
+	// rsize and wsize): the size of a chunk buffer. Default 1 MiB.
+	MaxIO int
+	// ChunkBuffers is how many chunk buffers the transport registers
+	// (READ data, reply chunks, WRITE payloads). Default 128.
+	ChunkBuffers   int
+	ConnectTimeout time.Duration // default 10 s
+	IdleTimeout    time.Duration // default 5 minutes
+	Logf           func(format string, args ...any)
+}
+
+// Reconnect backoff, as the Linux client's: a lost connection is dialled
+// again after 5 s, doubling to 30 s while attempts fail.
+const (
+	initialBackoff = 5 * time.Second
+	maxBackoff     = 30 * time.Second
+)
+
+// payloadReserve is how many chunk buffers PayloadBuffer leaves for calls
+// (READ data must have one).
+const payloadReserve = 16
+
+// Transport is the RPC-over-RDMA client transport.
+type Transport struct {
+	cfg    Config
+	small  *arena // Sends and Receives
+	chunks *arena // chunk buffers
+
+	mu       sync.Mutex
+	ep       *endpoint
+	dialing  chan struct{}
+	backoff  time.Duration
+	nextDial time.Time
+	closed   bool
+	logged   map[string]bool
+
+	stats stats
+}
+
+var (
+	_ sunrpc.Transport      = (*Transport)(nil)
+	_ sunrpc.PayloadBuffers = (*Transport)(nil)
+)
+
+// New returns a transport to cfg.Addr; it connects on first use.
+func New(cfg Config) (*Transport, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("rpcrdma: no verbs provider")
+	}
+	if cfg.Credits <= 0 {
+		cfg.Credits = 128
+	}
+	if cfg.MaxInlineRead <= 0 {
+		cfg.MaxInlineRead = 4096
+	}
+	if cfg.MaxInlineWrite <= 0 {
+		cfg.MaxInlineWrite = 4096
+	}
+	if cfg.MaxIO <= 0 {
+		cfg.MaxIO = 1 << 20
+	}
+	if cfg.ChunkBuffers <= 0 {
+		cfg.ChunkBuffers = 128
+	}
+	cfg.ChunkBuffers = max(cfg.ChunkBuffers, payloadReserve+4)
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	t := &Transport{cfg: cfg, logged: make(map[string]bool)}
+	var err error
+	// Sends and Receives: a Send and two Receives per credit (a reply the
+	// caller still holds keeps its Receive buffer), and some spare.
+	inline := max(cfg.MaxInlineRead, cfg.MaxInlineWrite)
+	if t.small, err = newArena(3*cfg.Credits+16, inline); err != nil {
+		return nil, err
+	}
+	// Chunk buffers, a page multiple each so windows align.
+	blockSize := (cfg.MaxIO + 4095) &^ 4095
+	if t.chunks, err = newArena(cfg.ChunkBuffers, blockSize); err != nil {
+		t.small.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// RoundTrip implements sunrpc.Transport.
+func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
+	t.stats.lastUse.Store(time.Now().UnixNano())
+	deadline := time.Now().Add(call.Timeout())
+	timer := time.NewTimer(call.Timeout())
+	defer timer.Stop()
+	ep, err := t.connection(ctx, deadline)
+	if err != nil {
+		return err
+	}
+	r, err := ep.credit(ctx, timer.C)
+	if err != nil {
+		return err
+	}
+	t.stats.inflight.Add(1)
+	defer t.stats.inflight.Add(-1)
+	sctx, cancel := context.WithDeadline(ctx, deadline)
+	err = ep.send(sctx, r, call)
+	cancel()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return sunrpc.ErrTimeout
+		}
+		return err
+	}
+	err = call.Wait(ctx, ep.lost)
+	if err != nil {
+		if ep.abandon(r) {
+			<-call.Done() // delivered as we gave up: take it
+			return call.Reply.Err
+		}
+		switch {
+		case errors.Is(err, sunrpc.ErrTimeout):
+			// Never retransmit on the connection that lost the call.
+			ep.fail(sunrpc.ErrTimeout)
+		case errors.Is(err, sunrpc.ErrDisconnected):
+			err = fmt.Errorf("rpcrdma: %s: %w: %v", t.cfg.Addr, sunrpc.ErrDisconnected, ep.cause())
+		}
+		return err
+	}
+	return call.Reply.Err
+}
+
+// connection returns the live endpoint, dialling one if needed; one caller
+// dials while the others wait.
+func (t *Transport) connection(ctx context.Context, deadline time.Time) (*endpoint, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, sunrpc.ErrClosed
+		}
+		if ep := t.ep; ep != nil && ep.alive() {
+			t.mu.Unlock()
+			return ep, nil
+		}
+		t.ep = nil
+		if ch := t.dialing; ch != nil {
+			t.mu.Unlock()
+			if err := waitUntil(ctx, deadline, ch); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ch := make(chan struct{})
+		t.dialing = ch
+		wait := time.Until(t.nextDial)
+		t.mu.Unlock()
+
+		ep, err := t.dialAfter(ctx, deadline, wait)
+
+		t.mu.Lock()
+		t.dialing = nil
+		close(ch)
+		if err != nil {
+			if errors.Is(err, sunrpc.ErrConnect) {
+				t.backOffLocked()
+			}
+			t.mu.Unlock()
+			return nil, err
+		}
+		t.ep = ep
+		t.mu.Unlock()
+		return ep, nil
+	}
+}
+
+// dialAfter waits out the backoff, then dials. Running out of time while
+// waiting is ErrTimeout; a failed attempt wraps ErrConnect.
+func (t *Transport) dialAfter(ctx context.Context, deadline time.Time, wait time.Duration) (*endpoint, error) {
+	if wait > 0 {
+		short := wait >= time.Until(deadline)
+		if short {
+			wait = time.Until(deadline)
+		}
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if short {
+			return nil, sunrpc.ErrTimeout
+		}
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	ep, err := t.dial(dctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider) {
+			return nil, err // no use retrying
+		}
+		return nil, fmt.Errorf("%w to %s: %w", sunrpc.ErrConnect, t.cfg.Addr, err)
+	}
+	return ep, nil
+}
+
+func waitUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return sunrpc.ErrTimeout
+	}
+}
+
+// backOffLocked delays the next connection attempt.
+func (t *Transport) backOffLocked() {
+	t.backoff = min(max(2*t.backoff, initialBackoff), maxBackoff)
+	t.nextDial = time.Now().Add(t.backoff)
+}
+
+// dropped learns that ep ended. Unless it was idle, the next connection
+// waits the reconnect backoff.
+func (t *Transport) dropped(ep *endpoint, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ep == ep {
+		t.ep = nil
+	}
+	if !errors.Is(err, errIdle) && !t.closed {
+		if t.backoff == 0 {
+			t.backoff = initialBackoff / 2
+		}
+		t.backOffLocked()
+		t.logf("rpcrdma: %s: connection lost: %v; reconnecting in %v", t.cfg.Addr, err, t.backoff)
+	}
+}
+
+// connected forgets the backoff once a connection carried a reply.
+func (t *Transport) connected() {
+	t.mu.Lock()
+	t.backoff, t.nextDial = 0, time.Time{}
+	t.mu.Unlock()
+}
+
+// PayloadBuffer implements sunrpc.PayloadBuffers: a chunk buffer, which a
+// WRITE sends from without copying, while enough are left for calls.
+func (t *Transport) PayloadBuffer(n int) *sunrpc.Buffer {
+	if n > t.chunks.blockSize || len(t.chunks.free) <= payloadReserve {
+		return nil
+	}
+	b := t.chunks.tryGet()
+	if b == nil {
+		return nil
+	}
+	return b.buffer(n)
+}
+
+// XprtStats implements sunrpc.Transport.
+func (t *Transport) XprtStats() string { return t.stats.line() }
+
+// Close implements sunrpc.Transport. The buffers stay mapped: replies a
+// caller still holds point into them.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	ep := t.ep
+	t.ep = nil
+	t.mu.Unlock()
+	if ep != nil {
+		ep.fail(sunrpc.ErrClosed)
+	}
+	return nil
+}
+
+func (t *Transport) logf(format string, args ...any) {
+	if t.cfg.Logf != nil {
+		t.cfg.Logf(format, args...)
+	}
+}
+
+// logOnce logs a message the first time only.
+func (t *Transport) logOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	t.mu.Lock()
+	seen := t.logged[msg]
+	t.logged[msg] = true
+	t.mu.Unlock()
+	if !seen {
+		t.logf("%s", msg)
+	}
+}
+
+func (ep *endpoint) alive() bool {
+	select {
+	case <-ep.lost:
+		return false
+	default:
+		return true
+	}
+}
+
+func (ep *endpoint) cause() error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.err
+}
