@@ -28,6 +28,51 @@ var readBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
+// dataCall answers READ and WRITE of callers the server serves as itself
+// from its file cache, and reports false for every other call (which then
+// opens the file as its caller).
+func (w *worker) dataCall(c *call) ([]byte, bool) {
+	srv := w.ss.srv
+	a := c.args
+	if !srv.self.is(c.rpc.cred) {
+		return nil, false
+	}
+	if c.rpc.proc == nfsWrite && w.fs.readOnly() {
+		return nfsErrorReply(c.rpc.xid, nfsWrite, nfs3ErrROFS), true
+	}
+	f := srv.files.acquire(a.fh)
+	if f == nil {
+		rel, err := srv.pathFor(a.fh)
+		if err != nil {
+			return nfsErrorReply(c.rpc.xid, c.rpc.proc, nfs3ErrStale), true
+		}
+		mode := unix.O_RDWR
+		if w.fs.readOnly() {
+			mode = unix.O_RDONLY
+		}
+		var fd int
+		err = w.fs.do("open", rel, func() error {
+			var oerr error
+			fd, oerr = w.fs.openRegular(rel, mode)
+			return oerr
+		})
+		if err != nil {
+			return nfsErrorReply(c.rpc.xid, c.rpc.proc, statusOf(err)), true
+		}
+		f = srv.files.add(a.fh, fd)
+	}
+	defer srv.files.release(f)
+	var st unix.Statx_t
+	if err := statFD(f.fd, &st); err != nil || st.Nlink == 0 {
+		srv.files.drop(a.fh)
+		return nfsErrorReply(c.rpc.xid, c.rpc.proc, nfs3ErrStale), true
+	}
+	if c.rpc.proc == nfsRead {
+		return w.readFD(c.rpc.xid, "", f.fd, a), true
+	}
+	return w.writeFD(c.rpc.xid, "", f.fd, a), true
+}
+
 // read answers READ: status, attributes, count, eof and the data.
 func (w *worker) read(xid uint32, rel string, a *nfsArgs) []byte {
 	fd := -1
@@ -40,7 +85,11 @@ func (w *worker) read(xid uint32, rel string, a *nfsArgs) []byte {
 		return nfsErrorReply(xid, nfsRead, statusOf(err))
 	}
 	defer unix.Close(fd)
+	return w.readFD(xid, rel, fd, a)
+}
 
+// readFD answers READ from the open file fd.
+func (w *worker) readFD(xid uint32, rel string, fd int, a *nfsArgs) []byte {
 	bp := readBuffers.Get().(*[]byte)
 	reply := (*bp)[:readReplyHead+int(a.count)]
 	data := reply[readReplyHead:]
@@ -97,6 +146,12 @@ func (w *worker) write(xid uint32, rel string, a *nfsArgs) []byte {
 		return nfsErrorReply(xid, nfsWrite, statusOf(err))
 	}
 	defer unix.Close(fd)
+	return w.writeFD(xid, rel, fd, a)
+}
+
+// writeFD answers WRITE to the open file fd.
+func (w *worker) writeFD(xid uint32, rel string, fd int, a *nfsArgs) []byte {
+	var err error
 	var before unix.Statx_t
 	if err := statFD(fd, &before); err != nil {
 		return nfsErrorReply(xid, nfsWrite, statusOf(err))

@@ -43,6 +43,11 @@ func frontAnswers(proc uint32) bool {
 func (w *worker) answer(c *call) []byte {
 	xid, proc, a := c.rpc.xid, c.rpc.proc, c.args
 	srv := w.ss.srv
+	if proc == nfsRead || proc == nfsWrite {
+		if reply, ok := w.dataCall(c); ok {
+			return reply
+		}
+	}
 	rel, err := srv.pathFor(a.fh)
 	if err != nil {
 		return nfsErrorReply(xid, proc, nfs3ErrStale)

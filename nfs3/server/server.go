@@ -42,6 +42,7 @@ type Server struct {
 	verifier   [8]byte // WRITE/COMMIT verifier: new at every start
 	hints      hintCache
 	dirs       dirCache
+	files      fileCache
 
 	// testHook, when set (by tests, before serving), runs in the worker
 	// before each call.
@@ -250,6 +251,7 @@ func (s *Server) Close() error {
 			x.Close()
 		}
 		s.serving.Wait()
+		s.files.closeAll()
 		if s.stuck.Load() {
 			s.logf("server: not closing the root: a go-nfs goroutine may still use it")
 			return
