@@ -204,12 +204,17 @@ func (s *Server) serveConn(conn net.Conn) {
 	}
 	ss := s.NewSession(send)
 	r := bufio.NewReaderSize(conn, 64<<10)
-	var buf []byte
 	for {
-		var err error
-		buf, err = readRecord(r, buf[:0])
+		// Each record is read into a pooled buffer the session keeps
+		// until the call is answered: no copy of a large WRITE.
+		bp := recordPool.Get().(*[]byte)
+		record, err := readRecord(r, append((*bp)[:0], 0, 0, 0, 0))
 		if err == nil {
-			err = ss.Call(buf)
+			putMark(record, len(record)-4)
+			*bp = record
+			err = ss.callRecord(bp)
+		} else {
+			recordPool.Put(bp)
 		}
 		if err != nil {
 			if !isEOF(err) && !s.isClosed() {

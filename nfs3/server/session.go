@@ -41,7 +41,8 @@ type Session struct {
 type call struct {
 	rpc     *rpcCall
 	args    *nfsArgs
-	record  []byte // record mark + message, what go-nfs reads
+	record  []byte  // record mark + message, what go-nfs reads
+	buf     *[]byte // the pooled buffer of record
 	fsErr   error  // outcome of the call's latest filesystem operation
 	existed bool   // CREATE found the file already there
 }
@@ -87,13 +88,33 @@ func (s *Server) NewPlacingSession(send func(reply []byte, p Placement) error) *
 // session is closed. Every other problem is answered with an RPC or NFS
 // error reply.
 func (ss *Session) Call(msg []byte) error {
+	bp := recordPool.Get().(*[]byte)
+	record := append((*bp)[:0], 0, 0, 0, 0)
+	putMark(record, len(msg))
+	*bp = append(record, msg...)
+	return ss.callRecord(bp)
+}
+
+// recordPool holds call records (record mark and message) between calls:
+// a session serves a call from its record and gives it back once the call
+// is answered, so large WRITEs are neither copied again nor collected.
+var recordPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 64<<10)
+	return &b
+}}
+
+// callRecord serves the call in the record *bp, which it owns from now on.
+func (ss *Session) callRecord(bp *[]byte) error {
+	done := true
+	defer func() {
+		if done {
+			recordPool.Put(bp)
+		}
+	}()
 	if ss.closed.Load() {
 		return ErrClosed
 	}
-	record := make([]byte, 4+len(msg))
-	putMark(record, len(msg))
-	copy(record[4:], msg)
-
+	record := *bp
 	c, refusal, err := parseCall(record[4:])
 	switch {
 	case err != nil:
@@ -124,7 +145,8 @@ func (ss *Session) Call(msg []byte) error {
 	if w == nil {
 		return ErrClosed
 	}
-	w.work <- &call{rpc: c, args: args, record: record}
+	done = false // the worker gives the record back
+	w.work <- &call{rpc: c, args: args, record: record, buf: bp}
 	return nil
 }
 
@@ -224,7 +246,9 @@ func (w *worker) run() {
 	for {
 		select {
 		case c := <-w.work:
-			if !w.serve(c) {
+			ok := w.serve(c)
+			recordPool.Put(c.buf)
+			if !ok {
 				w.retire()
 				return
 			}
