@@ -215,11 +215,21 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	var sgl [3]verbs.SGE
 	var h Header
 	if err := ep.marshal(ctx, r, &h, &wr, &sgl); err != nil {
-		if errors.Is(err, ErrMarshal) {
-			t.stats.failedMarshal.Add(1)
-		}
-		if ep.reg != nil {
+		// Registrations made for the call are undone here; windows bound
+		// for it can only be invalidated by ending the connection (an
+		// invalidation would complete after the request is gone).
+		if _, ok := ep.reg.(perCall); ok {
 			ep.reg.revoke(r, 0, false)
+		} else if len(r.mws) > 0 {
+			ep.fail(err)
+		}
+		switch {
+		case errors.Is(err, ErrMarshal):
+			t.stats.failedMarshal.Add(1)
+		case ctx.Err() == nil:
+			// A bind or registration failed: the connection is broken.
+			ep.fail(err)
+			err = fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err)
 		}
 		return fail(err)
 	}
@@ -410,7 +420,6 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	}
 	if err != nil {
 		t.stats.badReplies.Add(1)
-		r.call.Reply = sunrpc.Reply{Err: err}
 	} else {
 		if !ep.worked {
 			ep.worked = true
@@ -420,11 +429,13 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 		if h.Proc == ProcNoMsg {
 			t.stats.rdmaReplyBytes.Add(uint64(len(msg)))
 		}
-		if r.hasW && payload == nil && r.call.ReplyPayload > 0 {
-			t.stats.fixupBytes.Add(uint64(len(msg)))
-		}
-		r.call.Reply = sunrpc.Reply{Msg: msg, Payload: payload}
 	}
+	ep.mu.Lock()
+	if !r.abandoned {
+		// The caller still waits: the call is still its own.
+		r.call.Reply = sunrpc.Reply{Msg: msg, Payload: payload, Err: err}
+	}
+	ep.mu.Unlock()
 
 	// No rkey of the call may work once it completes.
 	// The device reports which rkey a Send With Invalidate killed; the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"unsafe"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 func sampleHeader() *Header {
@@ -209,4 +211,30 @@ func within(p, buf []byte) bool {
 	}
 	s, b := uintptr(unsafe.Pointer(&p[0])), uintptr(unsafe.Pointer(&buf[0]))
 	return s >= b && s+uintptr(len(p)) <= b+uintptr(len(buf))
+}
+
+// FuzzServerCallHeader checks the server's acceptance of a call's header
+// and inline part: nothing panics, and an accepted call's message fits the
+// buffer it is assembled in.
+func FuzzServerCallHeader(f *testing.F) {
+	h := sampleHeader()
+	h.NWrites, h.HasReply = 0, false
+	f.Add(append(h.Encode(nil), make([]byte, 200)...))
+	f.Add((&Header{Xid: 1, Vers: 1, Proc: ProcNoMsg, NReads: 1}).Encode(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Header
+		n, err := h.Decode(b)
+		if err != nil || h.Vers != Version || h.Proc == ProcError {
+			return
+		}
+		const bufSize = 1 << 16
+		inline := b[n:]
+		pos, total, err := checkCall(&h, inline, 4096, bufSize)
+		if err != nil {
+			return
+		}
+		if int(pos) > len(inline) || len(inline)+total+xdr.Pad(total) > bufSize || total < 0 {
+			t.Fatalf("accepted a call of %d inline bytes and a chunk of %d at %d", len(inline), total, pos)
+		}
+	})
 }

@@ -23,11 +23,15 @@ type stats struct {
 	rdmaRequestBytes atomic.Uint64 // bytes the server pulled from read chunks
 	rdmaReplyBytes   atomic.Uint64 // bytes the server pushed into write and reply chunks
 	pullupBytes      atomic.Uint64 // call bytes copied into a Send or a staging buffer
-	fixupBytes       atomic.Uint64 // reply payload bytes that came inline, not placed
-	hardwayRegister  atomic.Uint64 // registrations made for one call (memreg=register)
-	failedMarshal    atomic.Uint64 // calls that could not be sent
-	badReplies       atomic.Uint64 // replies that broke the protocol, RDMA_ERROR included
-	nomsgCalls       atomic.Uint64 // calls sent whole in a read chunk
+	// fixup_copy_count counts, in the kernel, reply data copied from the
+	// Receive into place. rdmafs decodes inline data where it landed and
+	// hands it on from there: it never makes that copy, and the field
+	// stays 0.
+	fixupBytes      atomic.Uint64
+	hardwayRegister atomic.Uint64 // registrations made for one call (memreg=register)
+	failedMarshal   atomic.Uint64 // calls that could not be sent
+	badReplies      atomic.Uint64 // replies that broke the protocol, RDMA_ERROR included
+	nomsgCalls      atomic.Uint64 // calls sent whole in a read chunk
 
 	mwReused      atomic.Uint64 // memory windows bound again
 	mwAllocated   atomic.Uint64 // memory windows allocated

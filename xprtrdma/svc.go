@@ -176,7 +176,8 @@ func (s *Server) accept(req verbs.ConnRequest) (*svcConn, error) {
 	c.remoteInv = peer.Flags&PrivRemoteInvalidate != 0
 	var err error
 	inline := cfg.MaxInline
-	if c.small, err = newArena(3*cfg.Credits+8, inline); err != nil {
+	// Small buffers: Receives, Sends, inline calls, error replies.
+	if c.small, err = newArena(6*cfg.Credits+8, inline); err != nil {
 		req.Reject(nil)
 		return nil, err
 	}

@@ -65,7 +65,10 @@ const (
 )
 
 // Call errors answered with RDMA_ERROR ERR_CHUNK.
-var errChunk = errors.New("rpcrdma: chunks not acceptable")
+var (
+	errChunk    = errors.New("rpcrdma: chunks not acceptable")
+	errNoBuffer = errors.New("rpcrdma: no buffer free for the call")
+)
 
 // run serves the connection until it ends.
 func (c *svcConn) run() {
@@ -219,6 +222,9 @@ func (c *svcConn) receive(data []byte) error {
 	c.calls[h.Xid] = sc
 	c.mu.Unlock()
 	if err := c.prepare(sc, h, data[hlen:]); err != nil {
+		if errors.Is(err, errNoBuffer) {
+			c.s.logf("rpcrdma: connection from %s: %v", c.conn.RemoteAddr(), err)
+		}
 		c.mu.Lock()
 		delete(c.calls, h.Xid)
 		c.mu.Unlock()
@@ -247,40 +253,29 @@ func (c *svcConn) prepare(sc *svcCall, h *Header, inline []byte) error {
 		sc.reply, sc.hasR = h.Reply, true
 	}
 	sc.invKey, sc.hasInv = c.invalidation(h)
-	if len(inline) > c.recvInline {
-		return errChunk
+	// The completion loop must not wait for a buffer (completions free
+	// them): an inline call is copied into a small one, a call with a
+	// read chunk assembled in a large one, and without one to spare the
+	// call is refused.
+	pool := c.data
+	if h.NReads == 0 {
+		pool = c.small
 	}
-	b, err := c.data.get(context.Background())
-	if err != nil {
-		return err
+	b := pool.tryGet()
+	if b == nil {
+		return errNoBuffer
 	}
 	sc.pull = b
 	buf := b.bytes()
+	pos, total, err := checkCall(h, inline, c.recvInline, len(buf))
+	if err != nil {
+		return err
+	}
 	if h.NReads == 0 {
-		if h.Proc != ProcMsg {
-			return errChunk
-		}
 		sc.msg = append(buf[:0], inline...)
 		return nil
 	}
-	// One read chunk: every segment at one position.
-	pos := h.Reads[0].Position
-	var total int
-	for _, r := range h.Reads[:h.NReads] {
-		if r.Position != pos {
-			return errChunk
-		}
-		total += int(r.Length)
-	}
 	pad := xdr.Pad(total)
-	switch {
-	case pos%4 != 0 || int(pos) > len(inline):
-		return errChunk
-	case h.Proc == ProcNoMsg && (pos != 0 || len(inline) != 0):
-		return errChunk
-	case len(inline)+total+pad > len(buf):
-		return errChunk
-	}
 	// The message: inline up to the position, the chunk, its pad, the rest.
 	copy(buf, inline[:pos])
 	at := int(pos)
@@ -303,6 +298,42 @@ func (c *svcConn) prepare(sc *svcCall, h *Header, inline []byte) error {
 	sc.msg = nil
 	sc.pullLen = msgLen
 	return nil
+}
+
+// checkCall checks what a call's header and inline part say against what
+// the server takes: inline no larger than the client may send, at most
+// one read chunk, at a 4-byte aligned position inside the inline part (0
+// and nothing inline for RDMA_NOMSG), and the whole message within a
+// buffer of bufSize. It returns the read chunk's position and length.
+func checkCall(h *Header, inline []byte, maxInline, bufSize int) (pos uint32, total int, err error) {
+	if len(inline) > maxInline {
+		return 0, 0, errChunk
+	}
+	if h.NReads == 0 {
+		if h.Proc != ProcMsg {
+			return 0, 0, errChunk
+		}
+		return 0, 0, nil
+	}
+	pos = h.Reads[0].Position
+	for _, r := range h.Reads[:h.NReads] {
+		if r.Position != pos {
+			return 0, 0, errChunk
+		}
+		total += int(r.Length)
+		if total > bufSize {
+			return 0, 0, errChunk
+		}
+	}
+	switch {
+	case pos%4 != 0 || int(pos) > len(inline):
+		return 0, 0, errChunk
+	case h.Proc == ProcNoMsg && (pos != 0 || len(inline) != 0):
+		return 0, 0, errChunk
+	case len(inline)+total+xdr.Pad(total) > bufSize:
+		return 0, 0, errChunk
+	}
+	return pos, total, nil
 }
 
 // grant is the credit value of a reply: what the client asks for, at most
@@ -441,9 +472,9 @@ func (c *svcConn) post(sc *svcCall, h *Header, inline []byte, pushed []pushSeg) 
 // sendError answers xid with RDMA_ERROR.
 func (c *svcConn) sendError(xid uint32, code uint32) {
 	h := Header{Xid: xid, Vers: Version, Credits: c.grant(), Proc: ProcError, ErrCode: code, VersLow: Version, VersHigh: Version}
-	send, err := c.small.get(context.Background())
-	if err != nil {
-		return
+	send := c.small.tryGet()
+	if send == nil {
+		return // the client's call times out instead
 	}
 	msg := h.Encode(send.bytes()[:0])
 	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.off(), Length: len(msg)}}
