@@ -49,15 +49,7 @@ const (
 type TCP struct {
 	cfg   TCPConfig
 	slots chan struct{}
-
-	mu       sync.Mutex
-	conn     *tcpConn
-	dialing  chan struct{} // closed when the dial under way ends
-	backoff  time.Duration
-	nextDial time.Time
-	closed   bool
-	lastUse  time.Time
-
+	conns Redialer[*tcpConn]
 	stats xprtStats
 }
 
@@ -74,6 +66,7 @@ type xprtStats struct {
 	bklogU       atomic.Uint64 // calls waiting for a slot, summed at each send
 	inflight     atomic.Int64
 	backlog      atomic.Int64
+	lastUse      atomic.Int64 // unix nanoseconds
 }
 
 // NewTCP returns a TCP transport to cfg.Addr. It connects on first use.
@@ -88,18 +81,22 @@ func NewTCP(cfg TCPConfig) *TCP {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
-	return &TCP{cfg: cfg, slots: make(chan struct{}, cfg.MaxCalls)}
+	t := &TCP{cfg: cfg, slots: make(chan struct{}, cfg.MaxCalls)}
+	t.conns = Redialer[*tcpConn]{MinBackoff: minBackoff, MaxBackoff: maxBackoff,
+		Dial: t.dial, Alive: (*tcpConn).alive, Hangup: func(c *tcpConn) { c.fail(ErrClosed) }}
+	return t
 }
 
 // RoundTrip implements Transport.
 func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 	deadline := time.Now().Add(call.timeout)
+	t.stats.lastUse.Store(time.Now().UnixNano())
 	if err := t.takeSlot(ctx, deadline); err != nil {
 		return err
 	}
 	defer t.putSlot()
 
-	conn, err := t.connection(ctx, deadline)
+	conn, err := t.conns.Get(ctx, deadline)
 	if err != nil {
 		return err
 	}
@@ -157,52 +154,6 @@ func (t *TCP) putSlot() {
 	<-t.slots
 }
 
-// connection returns the live connection, dialing one if needed. One caller
-// dials while the others wait for it.
-func (t *TCP) connection(ctx context.Context, deadline time.Time) (*tcpConn, error) {
-	for {
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return nil, ErrClosed
-		}
-		t.lastUse = time.Now()
-		if c := t.conn; c != nil && c.alive() {
-			t.mu.Unlock()
-			return c, nil
-		}
-		t.conn = nil
-		if ch := t.dialing; ch != nil {
-			t.mu.Unlock()
-			if err := sleepUntil(ctx, deadline, ch); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		ch := make(chan struct{})
-		t.dialing = ch
-		wait := time.Until(t.nextDial)
-		t.mu.Unlock()
-
-		c, err := t.dial(ctx, deadline, wait)
-
-		t.mu.Lock()
-		t.dialing = nil
-		close(ch)
-		if err != nil {
-			if errors.Is(err, ErrConnect) {
-				t.backOffLocked()
-			}
-			t.mu.Unlock()
-			return nil, err
-		}
-		t.conn = c
-		t.mu.Unlock()
-		go c.readLoop(t)
-		return c, nil
-	}
-}
-
 // plainNetError strips the operation and addresses from a dial error,
 // which the caller names better.
 func plainNetError(err error) error {
@@ -227,33 +178,14 @@ func sleepUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) err
 	}
 }
 
-// dial connects after waiting out the backoff. Only a failed connection
-// attempt returns an error wrapping ErrConnect; running out of time while
-// waiting to make one is ErrTimeout.
-func (t *TCP) dial(ctx context.Context, deadline time.Time, wait time.Duration) (*tcpConn, error) {
-	if wait > 0 {
-		short := wait >= time.Until(deadline)
-		if short {
-			wait = time.Until(deadline)
-		}
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if short {
-			return nil, ErrTimeout
-		}
-	}
+// dial connects (the Redialer's Dial); ctx carries the deadline. A
+// failed attempt wraps ErrConnect.
+func (t *TCP) dial(ctx context.Context) (*tcpConn, error) {
 	start := time.Now()
 	defer func() { t.stats.connectTime.Add(int64(time.Since(start))) }()
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	nc, err := t.dialSocket(dctx)
+	nc, err := t.dialSocket(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w to %s: %w", ErrConnect, t.cfg.Addr, plainNetError(err))
@@ -262,7 +194,9 @@ func (t *TCP) dial(ctx context.Context, deadline time.Time, wait time.Duration) 
 	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {
 		t.stats.srcPort.Store(int64(a.Port))
 	}
-	return newTCPConn(nc, t.cfg), nil
+	c := newTCPConn(nc, t.cfg)
+	go c.readLoop(t)
+	return c, nil
 }
 
 // dialSocket connects, from a reserved port if configured.
@@ -295,50 +229,30 @@ func (t *TCP) dialSocket(ctx context.Context) (net.Conn, error) {
 	return nil, fmt.Errorf("no reserved source port free: %w", lastErr)
 }
 
-// backOffLocked delays the next connection attempt after a failed one.
-func (t *TCP) backOffLocked() {
-	t.backoff = min(max(2*t.backoff, minBackoff), maxBackoff)
-	t.nextDial = time.Now().Add(t.backoff)
-}
-
-// drop closes conn, if it is still the current connection, because of err.
-// A connection the server closed before it delivered any reply counts as a
-// failed attempt, so a server that accepts and hangs up at once is not
-// redialled in a loop.
+// drop closes conn because of err and forgets it. A connection the server
+// closed before it delivered any reply counts as a failed attempt, so a
+// server that accepts and hangs up at once is not redialled in a loop.
 func (t *TCP) drop(conn *tcpConn, err error) {
-	t.mu.Lock()
-	if t.conn == conn {
-		t.conn = nil
-		if !conn.replied.Load() && !errors.Is(err, ErrTimeout) {
-			t.backOffLocked()
-		}
-	}
-	t.mu.Unlock()
+	t.conns.Drop(conn, !conn.replied.Load() && !errors.Is(err, ErrTimeout))
 	conn.fail(err)
 }
 
 // connectionWorks forgets the backoff once a connection has carried a reply.
 func (t *TCP) connectionWorks(conn *tcpConn) {
-	if conn.replied.Swap(true) {
-		return
+	if !conn.replied.Swap(true) {
+		t.conns.Worked()
 	}
-	t.mu.Lock()
-	t.backoff = 0
-	t.nextDial = time.Time{}
-	t.mu.Unlock()
 }
 
 // XprtStats implements Transport, in the format of the Linux TCP transport:
 // srcport bind_count connect_count connect_time idle_time sends recvs
 // bad_xids req_u bklog_u max_slots sending_u pending_u.
 func (t *TCP) XprtStats() string {
-	t.mu.Lock()
-	idle := time.Since(t.lastUse)
-	if t.lastUse.IsZero() {
-		idle = 0
-	}
-	t.mu.Unlock()
 	s := &t.stats
+	var idle time.Duration
+	if last := s.lastUse.Load(); last != 0 {
+		idle = time.Since(time.Unix(0, last))
+	}
 	return fmt.Sprintf("tcp %d %d %d %d %d %d %d %d %d %d %d %d %d",
 		s.srcPort.Load(), s.bindCount.Load(), s.connectCount.Load(), s.connectTime.Load()/1e6,
 		int64(idle.Seconds()), s.sends.Load(), s.recvs.Load(), s.badXids.Load(), s.reqU.Load(),
@@ -347,12 +261,7 @@ func (t *TCP) XprtStats() string {
 
 // Close implements Transport.
 func (t *TCP) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	c := t.conn
-	t.conn = nil
-	t.mu.Unlock()
-	if c != nil {
+	if c, ok := t.conns.Close(); ok {
 		c.fail(ErrClosed)
 	}
 	return nil

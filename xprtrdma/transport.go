@@ -51,13 +51,10 @@ type Transport struct {
 	small  *arena // Sends and Receives
 	chunks *arena // chunk buffers
 
-	mu       sync.Mutex
-	ep       *endpoint
-	dialing  chan struct{}
-	backoff  time.Duration
-	nextDial time.Time
-	closed   bool
-	logged   map[string]bool
+	conns sunrpc.Redialer[*endpoint]
+
+	mu     sync.Mutex
+	logged map[string]bool
 
 	stats stats
 }
@@ -95,6 +92,8 @@ func New(cfg Config) (*Transport, error) {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
 	t := &Transport{cfg: cfg, logged: make(map[string]bool)}
+	t.conns = sunrpc.Redialer[*endpoint]{MinBackoff: initialBackoff, MaxBackoff: maxBackoff,
+		Dial: t.dialEndpoint, Alive: (*endpoint).alive, Hangup: func(ep *endpoint) { ep.fail(sunrpc.ErrClosed) }}
 	var err error
 	// Sends and Receives: a Send and two Receives per credit (a reply the
 	// caller still holds keeps its Receive buffer), and some spare.
@@ -117,7 +116,7 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 	deadline := time.Now().Add(call.Timeout())
 	timer := time.NewTimer(call.Timeout())
 	defer timer.Stop()
-	ep, err := t.connection(ctx, deadline)
+	ep, err := t.conns.Get(ctx, deadline)
 	if err != nil {
 		return err
 	}
@@ -154,126 +153,34 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 	return call.Reply.Err
 }
 
-// connection returns the live endpoint, dialling one if needed; one caller
-// dials while the others wait.
-func (t *Transport) connection(ctx context.Context, deadline time.Time) (*endpoint, error) {
-	for {
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return nil, sunrpc.ErrClosed
-		}
-		if ep := t.ep; ep != nil && ep.alive() {
-			t.mu.Unlock()
-			return ep, nil
-		}
-		t.ep = nil
-		if ch := t.dialing; ch != nil {
-			t.mu.Unlock()
-			if err := waitUntil(ctx, deadline, ch); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		ch := make(chan struct{})
-		t.dialing = ch
-		wait := time.Until(t.nextDial)
-		t.mu.Unlock()
-
-		ep, err := t.dialAfter(ctx, deadline, wait)
-
-		t.mu.Lock()
-		t.dialing = nil
-		close(ch)
-		if err != nil {
-			if errors.Is(err, sunrpc.ErrConnect) {
-				t.backOffLocked()
-			}
-			t.mu.Unlock()
-			return nil, err
-		}
-		t.ep = ep
-		t.mu.Unlock()
-		return ep, nil
-	}
-}
-
-// dialAfter waits out the backoff, then dials. Running out of time while
-// waiting is ErrTimeout; a failed attempt wraps ErrConnect.
-func (t *Transport) dialAfter(ctx context.Context, deadline time.Time, wait time.Duration) (*endpoint, error) {
-	if wait > 0 {
-		short := wait >= time.Until(deadline)
-		if short {
-			wait = time.Until(deadline)
-		}
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if short {
-			return nil, sunrpc.ErrTimeout
-		}
-	}
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	ep, err := t.dial(dctx)
+// dialEndpoint makes a connection (the Redialer's Dial). A failed attempt
+// wraps ErrConnect, except where retrying cannot help (no device).
+func (t *Transport) dialEndpoint(ctx context.Context) (*endpoint, error) {
+	ep, err := t.dial(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider) {
-			return nil, err // no use retrying
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w to %s: %w", sunrpc.ErrConnect, t.cfg.Addr, err)
 	}
 	return ep, nil
 }
 
-func waitUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) error {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return sunrpc.ErrTimeout
-	}
-}
-
-// backOffLocked delays the next connection attempt.
-func (t *Transport) backOffLocked() {
-	t.backoff = min(max(2*t.backoff, initialBackoff), maxBackoff)
-	t.nextDial = time.Now().Add(t.backoff)
-}
-
 // dropped learns that ep ended. Unless it was idle, the next connection
 // waits the reconnect backoff.
 func (t *Transport) dropped(ep *endpoint, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ep == ep {
-		t.ep = nil
-	}
-	if !errors.Is(err, errIdle) && !t.closed {
-		if t.backoff == 0 {
-			t.backoff = initialBackoff / 2
-		}
-		t.backOffLocked()
-		t.logf("rpcrdma: %s: connection lost: %v; reconnecting in %v", t.cfg.Addr, err, t.backoff)
+	idle := errors.Is(err, errIdle)
+	t.conns.Drop(ep, !idle)
+	if !idle && !errors.Is(err, sunrpc.ErrClosed) {
+		t.logf("rpcrdma: %s: connection lost: %v; reconnecting in %v", t.cfg.Addr, err, t.conns.Backoff().Round(time.Second))
 	}
 }
 
 // connected forgets the backoff once a connection carried a reply.
-func (t *Transport) connected() {
-	t.mu.Lock()
-	t.backoff, t.nextDial = 0, time.Time{}
-	t.mu.Unlock()
-}
+func (t *Transport) connected() { t.conns.Worked() }
 
 // PayloadBuffer implements sunrpc.PayloadBuffers: a chunk buffer, which a
 // WRITE sends from without copying, while enough are left for calls.
@@ -294,12 +201,7 @@ func (t *Transport) XprtStats() string { return t.stats.line() }
 // Close implements sunrpc.Transport. The buffers stay mapped: replies a
 // caller still holds point into them.
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	ep := t.ep
-	t.ep = nil
-	t.mu.Unlock()
-	if ep != nil {
+	if ep, ok := t.conns.Close(); ok {
 		ep.fail(sunrpc.ErrClosed)
 	}
 	return nil
