@@ -152,8 +152,8 @@ func (f *FS) MountOptions() *gofs.Options {
 			// Replies come from memory, never from a file descriptor:
 			// splicing them would only add a copy into a pipe.
 			DisableSplice: true,
-			Name:               "rdmafs",
-			FsName:             f.cfg.Source,
+			Name:          "rdmafs",
+			FsName:        f.cfg.Source,
 		},
 		// Each reply sets its own timeouts; these are the defaults for
 		// replies that do not.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,32 +16,41 @@ type cred struct {
 	groups   []int
 }
 
-// identity is the server's own filesystem identity, the state every thread
-// returns to after serving a call.
+// identity is the server's own filesystem identity and the threads that
+// serve calls as someone else.
 type identity struct {
 	uid, gid int
 	groups   []int
+
+	startThreads sync.Once
+	jobs         chan credJob // calls for the credential threads
 }
 
-func currentIdentity() (identity, error) {
+func currentIdentity() (*identity, error) {
 	groups, err := unix.Getgroups()
 	if err != nil {
-		return identity{}, fmt.Errorf("server: getgroups: %w", err)
+		return nil, fmt.Errorf("server: getgroups: %w", err)
 	}
-	return identity{uid: unix.Geteuid(), gid: unix.Getegid(), groups: groups}, nil
+	return &identity{uid: unix.Geteuid(), gid: unix.Getegid(), groups: groups}, nil
 }
 
-// runAs runs fn on a locked OS thread whose filesystem credentials are c's,
-// so the kernel checks permissions for the caller and gives new files the
-// caller's ownership, as knfsd does.
+// credThreads is the number of OS threads that serve calls with a caller's
+// credentials; calls beyond it wait for one to come free.
+const credThreads = 16
+
+// runAs runs fn on an OS thread whose filesystem credentials are c's, so the
+// kernel checks permissions for the caller and gives new files the caller's
+// ownership, as knfsd does.
 //
 // Linux keeps credentials per thread. setfsuid, setfsgid and setgroups as raw
 // system calls (x/sys/unix's, unlike the standard library's Setgroups, which
-// applies to every thread of the process) change only the calling thread, so
-// the goroutine is locked to its thread for the duration and the thread gets
-// the server's identity back before it is released. A thread whose identity
-// cannot be restored stays locked: the runtime then ends it with this
-// goroutine instead of running other goroutines on it.
+// applies to every thread of the process) change only the calling thread.
+// Switching back does not make the thread as it was: the kernel gives it a
+// new credential object, and the RDMA character devices (rdma_cm, uverbs)
+// refuse writes from a thread whose credentials are not the ones that opened
+// the file ("changed security contexts after opening file descriptor"). So
+// calls are served on a pool of goroutines locked for life to their own
+// threads, and no other goroutine ever runs on a thread that switched.
 //
 // A non-zero fsuid drops the filesystem capabilities (CAP_DAC_OVERRIDE,
 // CAP_CHOWN, CAP_FOWNER, ...) from the thread; uid 0 keeps them. There is no
@@ -51,16 +61,39 @@ func (id *identity) runAs(c cred, fn func() error) error {
 		// switch needed, and none of its dozen system calls.
 		return fn()
 	}
+	id.startThreads.Do(func() {
+		id.jobs = make(chan credJob)
+		for range credThreads {
+			go id.credThread()
+		}
+	})
+	job := credJob{cred: c, fn: fn, done: make(chan error, 1)}
+	id.jobs <- job
+	return <-job.done
+}
+
+// credJob is one call for a credential thread.
+type credJob struct {
+	cred cred
+	fn   func() error
+	done chan error
+}
+
+// credThread serves jobs on its own OS thread, which it never gives back to
+// the scheduler. It stops only if the thread cannot take a caller's
+// credentials; the runtime then ends the thread with it.
+func (id *identity) credThread() {
 	runtime.LockOSThread()
-	err := id.enter(c)
-	if err == nil {
-		err = fn()
+	for job := range id.jobs {
+		if err := id.enter(job.cred); err != nil {
+			job.done <- err
+			// Leave the thread in whatever state it is in and let the
+			// runtime end it; another takes its place.
+			go id.credThread()
+			return
+		}
+		job.done <- job.fn()
 	}
-	if rerr := id.leave(); rerr != nil {
-		return fmt.Errorf("server: thread left with caller credentials: %w", rerr)
-	}
-	runtime.UnlockOSThread()
-	return err
 }
 
 // is reports whether serving c needs no switch: c is the server's own

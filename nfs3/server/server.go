@@ -38,7 +38,7 @@ type Server struct {
 	rootHandle []byte
 	mountID    int
 	umask      uint32 // the process umask, which creation must undo for exact modes
-	self       identity
+	self       *identity
 	verifier   [8]byte // WRITE/COMMIT verifier: new at every start
 	hints      hintCache
 	dirs       dirCache

@@ -43,8 +43,8 @@ type call struct {
 	args    *nfsArgs
 	record  []byte  // record mark + message, what go-nfs reads
 	buf     *[]byte // the pooled buffer of record
-	fsErr   error  // outcome of the call's latest filesystem operation
-	existed bool   // CREATE found the file already there
+	fsErr   error   // outcome of the call's latest filesystem operation
+	existed bool    // CREATE found the file already there
 }
 
 // Placement says where a reply's result that may be placed directly lies
@@ -246,12 +246,14 @@ func (w *worker) run() {
 	for {
 		select {
 		case c := <-w.work:
-			ok := w.serve(c)
-			recordPool.Put(c.buf)
-			if !ok {
+			if !w.serve(c) {
+				// The dead go-nfs goroutine may still be reading
+				// the record: its buffer goes to the collector,
+				// not back to the pool.
 				w.retire()
 				return
 			}
+			recordPool.Put(c.buf)
 			w.ss.idle <- w
 		case <-w.ss.quit:
 			w.stop()
