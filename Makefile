@@ -5,6 +5,8 @@
 #   make bench       TCP benchmark on this machine: rdmafs vs libnfs vs a FUSE loopback (root)
 #   make e2e         end-to-end tests in a qemu guest with SoftRoCE and knfsd (root; test/e2e/README.md)
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
+#   make bench-verbs the verbs layer: the soft provider here, then ibverbs next to perftest on
+#                    SoftRoCE in the guest
 # Knobs of e2e and bench-e2e are environment variables (LAB_*, BENCH_*: test/e2e/README.md);
 # E2E_FLAGS go to the test binary (e.g. E2E_FLAGS='-test.run TestKernel'), BENCH_FLAGS to bench-e2e.
 
@@ -14,7 +16,7 @@ GO ?= go
 # the RDMA headers for cgo, fio and libnfs-utils for the benchmark.
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils
 
-.PHONY: deps demo build test bench e2e bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
+.PHONY: deps demo build test bench bench-verbs e2e bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
 
 deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -41,6 +43,10 @@ e2e:
 
 bench-e2e:
 	test/e2e/lab.sh bench $(BENCH_FLAGS)
+
+bench-verbs: deps
+	$(GO) run ./bench/verbs -provider soft
+	test/e2e/lab.sh bench-verbs
 
 # the pieces of e2e: the binaries, the cached guest image, a shell in the guest
 e2e-build:

@@ -4,7 +4,8 @@
 #   BINDIR/e2e/guest.test      the in-guest Go tests (test/e2e/guest), static
 #   BINDIR/e2e/bench-e2e       the in-guest benchmark driver (bench/e2e), static
 #   BINDIR/e2e/verbs/*.test    the verbs conformance tests of every cgo package under ./verbs
-#                              that has tests (the libibverbs provider, once it exists)
+#                              that has tests (the libibverbs provider)
+#   BINDIR/e2e/bench-verbs     the verbs benchmark (bench/verbs, cgo)
 #   BINDIR/e2e/build.env       what was built and why not: read by run-tests.sh
 #
 # Usage: build.sh [BINDIR]   (default <checkout>/bin)
@@ -100,5 +101,11 @@ if [ -n "$verbs_pkgs" ]; then
     done
 else
     log "no cgo package with tests under ./verbs yet: TestVerbsConformance will skip"
+fi
+rm -f "$BIN/e2e/bench-verbs"
+if "$GO" build "${tags[@]}" -o "$BIN/e2e/bench-verbs" ./bench/verbs; then
+    log "built $BIN/e2e/bench-verbs"
+else
+    log "bench/verbs did not build: run-tests.sh --bench-verbs will fail"
 fi
 mv "$envfile" "$BIN/e2e/build.env"

@@ -9,6 +9,8 @@
 #   lab.sh e2e [TEST FLAGS...]   deps + image + build.sh + boot + run-tests.sh (the e2e suite),
 #                                e.g. lab.sh e2e -test.run 'TestKernel'
 #   lab.sh bench [BENCH FLAGS..] deps + image + build.sh + boot + the fio benchmark (bench/e2e)
+#   lab.sh bench-verbs [FLAGS..] deps + image + build.sh + boot + the verbs benchmark (bench/verbs)
+#                                next to perftest on rxe0
 #   lab.sh run CMD [ARGS...]     boot, run CMD in the guest (cwd /host = the checkout), power off
 #   lab.sh shell                 interactive shell in the guest (needs a real terminal)
 #   lab.sh deps                  apt-get install the host packages this script needs
@@ -432,6 +434,13 @@ cmd_bench() {
     cmd_run test/e2e/run-tests.sh --bench "$@"
 }
 
+cmd_bench_verbs() {
+    cmd_deps
+    cmd_image
+    build_binaries
+    cmd_run test/e2e/run-tests.sh --bench-verbs "$@"
+}
+
 cmd_shell() {
     cmd_deps
     cmd_image
@@ -463,6 +472,7 @@ cmd_available() {
 case "${1:-}" in
     e2e) shift; cmd_e2e "$@" ;;
     bench) shift; cmd_bench "$@" ;;
+    bench-verbs) shift; cmd_bench_verbs "$@" ;;
     run) shift; cmd_run "$@" ;;
     shell) cmd_shell ;;
     deps) cmd_deps ;;

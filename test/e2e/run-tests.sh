@@ -4,6 +4,7 @@
 #
 # Usage: run-tests.sh [TEST FLAGS...]     e.g. run-tests.sh -test.run 'TestKernel'
 #        run-tests.sh --bench [FLAGS...]  the benchmark (bench/e2e) instead of the tests
+#        run-tests.sh --bench-verbs [FLAGS...]  the verbs benchmark (bench/verbs) next to perftest
 # Environment: LAB_BIN (binaries built by build.sh, default <checkout>/bin),
 #              LAB_TEST_TIMEOUT (go test -timeout, default 30m).
 # Exit status: the test binary's (0 all passed, 1 a test failed), 3 if the setup is missing.
@@ -34,6 +35,12 @@ if [ "${1:-}" = --bench ]; then
     [ -x "$BIN/e2e/bench-e2e" ] || die "$BIN/e2e/bench-e2e missing: run test/e2e/build.sh"
     cd /tmp
     exec "$BIN/e2e/bench-e2e" "$@"
+fi
+if [ "${1:-}" = --bench-verbs ]; then
+    shift
+    [ -x "$BIN/e2e/bench-verbs" ] || die "$BIN/e2e/bench-verbs missing: run test/e2e/build.sh"
+    cd /tmp
+    exec "$BIN/e2e/bench-verbs" -provider ibverbs -device "$LAB_RXE" -addr "$LAB_ADDR" -perftest "$@"
 fi
 
 echo "=== e2e: server $LAB_ADDR:$LAB_EXPORT, rdma device $LAB_RXE, kernel $(uname -r), $(nproc) CPU, $(free -m | awk '/Mem:/{print $2}') MiB"

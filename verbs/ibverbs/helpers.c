@@ -1,0 +1,290 @@
+//go:build cgo && linux
+
+#include <errno.h>
+#include <string.h>
+#include <netinet/in.h>
+#include "helpers.h"
+
+int rdmafs_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+{
+	return ibv_query_port(ctx, port, attr);
+}
+
+struct ibv_mw *rdmafs_alloc_mw(struct ibv_pd *pd)
+{
+	return ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+}
+
+int rdmafs_dealloc_mw(struct ibv_mw *mw)
+{
+	return ibv_dealloc_mw(mw);
+}
+
+int rdmafs_post_send(struct ibv_qp *qp, struct rdmafs_send *s)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	int ret;
+
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = s->wr_id;
+	wr.opcode = s->opcode;
+	wr.send_flags = s->flags;
+	wr.num_sge = s->num_sge;
+	wr.sg_list = s->num_sge ? s->sge : NULL;
+	switch (s->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		wr.wr.rdma.remote_addr = s->remote_addr;
+		wr.wr.rdma.rkey = s->rkey;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+		wr.invalidate_rkey = s->inv_rkey;
+		break;
+	case IBV_WR_BIND_MW:
+		wr.bind_mw.mw = s->mw;
+		wr.bind_mw.rkey = s->new_rkey;
+		wr.bind_mw.bind_info.mr = s->bind_mr;
+		wr.bind_mw.bind_info.addr = s->bind_addr;
+		wr.bind_mw.bind_info.length = s->bind_length;
+		wr.bind_mw.bind_info.mw_access_flags = s->bind_access;
+		break;
+	}
+	ret = ibv_post_send(qp, &wr, &bad);
+	// The kernel checks the next bind against the key the window has
+	// in user space, which is the library user's to keep (libibverbs'
+	// own ibv_bind_mw does the same).
+	if (ret == 0 && s->opcode == IBV_WR_BIND_MW)
+		s->mw->rkey = s->new_rkey;
+	return ret;
+}
+
+int rdmafs_post_recv(struct ibv_qp *qp, struct rdmafs_recv *r)
+{
+	struct ibv_recv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = r->wr_id;
+	wr.num_sge = r->num_sge;
+	wr.sg_list = r->num_sge ? r->sge : NULL;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static void flatten(const struct ibv_wc *wc, struct rdmafs_wc *out)
+{
+	out->wr_id = wc->wr_id;
+	out->status = wc->status;
+	out->opcode = wc->opcode;
+	out->vendor_err = wc->vendor_err;
+	out->byte_len = wc->byte_len;
+	out->inv_rkey = wc->invalidated_rkey;
+	out->flags = wc->wc_flags;
+}
+
+int rdmafs_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out)
+{
+	struct ibv_wc wc[32];
+	int i, got;
+
+	if (n > 32)
+		n = 32;
+	got = ibv_poll_cq(cq, n, wc);
+	for (i = 0; i < got; i++)
+		flatten(&wc[i], &out[i]);
+	return got;
+}
+
+int rdmafs_spin_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out, int spins)
+{
+	int got = 0;
+
+	while (spins-- > 0) {
+		got = rdmafs_poll(cq, n, out);
+		if (got != 0)
+			break;
+	}
+	return got;
+}
+
+int rdmafs_req_notify_cq(struct ibv_cq *cq)
+{
+	return ibv_req_notify_cq(cq, 0);
+}
+
+// rdmafs_get_cq_event takes one event from a non-blocking completion
+// channel and acks it at once: 1, 0 if there is none, -errno on error.
+int rdmafs_get_cq_event(struct ibv_comp_channel *ch)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (ibv_get_cq_event(ch, &cq, &ctx)) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return -errno;
+	}
+	ibv_ack_cq_events(cq, 1);
+	return 1;
+}
+
+int rdmafs_get_cm_event(struct rdma_event_channel *ch, struct rdmafs_cm_event *out)
+{
+	struct rdma_cm_event *ev;
+	const struct rdma_conn_param *p;
+
+	if (rdma_get_cm_event(ch, &ev))
+		return -errno;
+	memset(out, 0, sizeof *out);
+	out->event = ev->event;
+	out->status = ev->status;
+	out->id = ev->id;
+	out->listen_id = ev->listen_id;
+	p = &ev->param.conn;
+	out->responder_resources = p->responder_resources;
+	out->initiator_depth = p->initiator_depth;
+	if (p->private_data && p->private_data_len) {
+		out->private_data_len = p->private_data_len;
+		memcpy(out->private_data, p->private_data, p->private_data_len);
+	}
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+int rdmafs_get_async_event(struct ibv_context *ctx, struct rdmafs_async_event *out)
+{
+	struct ibv_async_event ev;
+
+	if (ibv_get_async_event(ctx, &ev))
+		return -errno;
+	memset(out, 0, sizeof *out);
+	out->type = ev.event_type;
+	switch (ev.event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		out->qp_num = ev.element.qp->qp_num;
+		break;
+	case IBV_EVENT_CQ_ERR:
+		out->cq = ev.element.cq;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		out->port = ev.element.port_num;
+		break;
+	default:
+		break;
+	}
+	ibv_ack_async_event(&ev);
+	return 0;
+}
+
+int rdmafs_set_addr(struct sockaddr_storage *ss, int family, const uint8_t *ip, uint16_t port)
+{
+	memset(ss, 0, sizeof *ss);
+	if (family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, ip, 4);
+		return 0;
+	}
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		memcpy(&sin6->sin6_addr, ip, 16);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+// rdmafs_get_addr decodes sa: the IP in ip16 (4 or 16 bytes used), the
+// port; returns the IP's length, 0 if sa is no IP address.
+int rdmafs_get_addr(const struct sockaddr *sa, uint8_t *ip16, uint16_t *port)
+{
+	if (!sa)
+		return 0;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+		memcpy(ip16, &sin->sin_addr, 4);
+		*port = ntohs(sin->sin_port);
+		return 4;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+		memcpy(ip16, &sin6->sin6_addr, 16);
+		*port = ntohs(sin6->sin6_port);
+		return 16;
+	}
+	return 0;
+}
+
+int rdmafs_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
+		     uint32_t send_wr, uint32_t recv_wr, uint32_t send_sge, uint32_t recv_sge,
+		     uint32_t inline_data, uint32_t *inline_out)
+{
+	struct ibv_qp_init_attr a;
+
+	memset(&a, 0, sizeof a);
+	a.send_cq = cq;
+	a.recv_cq = cq;
+	a.qp_type = IBV_QPT_RC;
+	a.sq_sig_all = 0;
+	a.cap.max_send_wr = send_wr;
+	a.cap.max_recv_wr = recv_wr;
+	a.cap.max_send_sge = send_sge;
+	a.cap.max_recv_sge = recv_sge;
+	a.cap.max_inline_data = inline_data;
+	if (rdma_create_qp(id, pd, &a))
+		return -errno;
+	*inline_out = a.cap.max_inline_data;
+	return 0;
+}
+
+int rdmafs_connect(struct rdma_cm_id *id, const void *pdata, uint8_t pdata_len,
+		   uint8_t responder_resources, uint8_t initiator_depth, uint8_t retry, uint8_t rnr_retry)
+{
+	struct rdma_conn_param p;
+
+	memset(&p, 0, sizeof p);
+	p.private_data = pdata_len ? pdata : NULL;
+	p.private_data_len = pdata_len;
+	p.responder_resources = responder_resources;
+	p.initiator_depth = initiator_depth;
+	p.retry_count = retry;
+	p.rnr_retry_count = rnr_retry;
+	if (rdma_connect(id, &p))
+		return -errno;
+	return 0;
+}
+
+int rdmafs_accept(struct rdma_cm_id *id, const void *pdata, uint8_t pdata_len,
+		  uint8_t responder_resources, uint8_t initiator_depth, uint8_t rnr_retry)
+{
+	struct rdma_conn_param p;
+
+	memset(&p, 0, sizeof p);
+	p.private_data = pdata_len ? pdata : NULL;
+	p.private_data_len = pdata_len;
+	p.responder_resources = responder_resources;
+	p.initiator_depth = initiator_depth;
+	p.rnr_retry_count = rnr_retry;
+	if (rdma_accept(id, &p))
+		return -errno;
+	return 0;
+}
+
+const char *rdmafs_device_name(struct ibv_context *ctx)
+{
+	return ibv_get_device_name(ctx->device);
+}
