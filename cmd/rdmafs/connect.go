@@ -11,6 +11,8 @@ import (
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // defaultNFSPort is used over TCP when the server has no portmapper.
@@ -103,6 +105,9 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 	defer cancel()
 	if err := c.nfs.Getattr(cctx, self, &root, &c.rootAttr); err != nil {
 		c.close(ctx)
+		if errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider) {
+			return nil, fmt.Errorf("proto=rdma: %w", err)
+		}
 		return nil, fmt.Errorf("server %s: GETATTR of the export's root: %w", a.host, err)
 	}
 	if c.rootAttr.Type != nfs3.TypeDir {
@@ -162,7 +167,25 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 		}
 		return sunrpc.NewMulti(conns...), nil
 	case mountopts.ProtoRDMA:
-		return nil, errors.New("proto=rdma: the RPC-over-RDMA transport is not in this build yet; use proto=tcp")
+		port := o.Port
+		if port == 0 {
+			port = defaultRDMAPort
+		}
+		p, err := provider(o.Provider)
+		if err != nil {
+			return nil, err
+		}
+		return xprtrdma.New(xprtrdma.Config{
+			Provider:       p,
+			Addr:           hostPort(a.host, port),
+			Credits:        o.SlotTableEntries,
+			MaxInlineRead:  o.MaxInlineRead,
+			MaxInlineWrite: o.MaxInlineWrite,
+			MemReg:         memReg(o.MemReg),
+			MaxIO:          max(o.RSize, o.WSize, 1<<20),
+			ChunkBuffers:   rdmaChunkBuffers,
+			Logf:           logf,
+		})
 	}
 	return nil, fmt.Errorf("proto=%v is not supported", o.Proto)
 }

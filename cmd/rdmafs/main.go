@@ -35,12 +35,22 @@ const usageText = `usage:
       The same works from mount(8) and fstab:
         mount -t fuse.rdmafs SERVER:/EXPORT MOUNTPOINT -o proto=tcp
         SERVER:/EXPORT MOUNTPOINT fuse.rdmafs proto=tcp,_netdev 0 0
+      Over RPC-over-RDMA: -o proto=rdma (port 20049 unless port= says
+      otherwise); without an RDMA device, provider=soft runs the RDMA path
+      in software (rdmafs at both ends).
 
   rdmafs serve [-o OPTIONS] DIR
-      Export the directory DIR as "/" over NFSv3 (MOUNT and NFS on one
-      port) until SIGTERM or SIGINT. Options: port=N (default 2049, 0 picks
-      a free port), addr=IP (default 127.0.0.1), ro, workers=N (calls served
-      at once per connection, default 8).
+      Export the directory DIR as "/" over NFSv3 (MOUNT and NFS on one TCP
+      port) until SIGTERM or SIGINT, and print the command that mounts it.
+      Options:
+        port=N          TCP port (default 2049; 0 picks a free one)
+        addr=IP         address to listen on (default 127.0.0.1)
+        ro | rw         refuse or allow changes (default rw)
+        workers=N       calls served at once per connection (default 8)
+        proto=tcp|rdma  rdma: also serve NFS over RPC-over-RDMA (MOUNT stays
+                        on TCP); default tcp
+        rdmaport=N      RDMA port (default 20049; 0 picks a free one)
+        provider=ibverbs|soft  verbs provider for rdma (default ibverbs)
 
   rdmafs stats MOUNTPOINT
       Print the mount's statistics in the format of /proc/self/mountstats.

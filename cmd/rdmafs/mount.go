@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/fs"
 	"github.com/rdmafs/rdmafs/mountopts"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // mountArgs is the parsed command line of a mount.
@@ -225,6 +226,12 @@ func fsOptions(o *mountopts.Options, c *connection) fs.Options {
 	}
 	if o.FixedGID.Set {
 		fo.FixedGID = &o.FixedGID.ID
+	}
+	if p, ok := c.nfs.RPC().Transport().(sunrpc.PayloadBuffers); ok {
+		// Write-behind fills the transport's registered buffers, and
+		// holds no more than half of them.
+		fo.Payloads = p
+		fo.DirtyLimit = int64(rdmaChunkBuffers * max(c.rsize, c.wsize) / 2)
 	}
 	return fo
 }

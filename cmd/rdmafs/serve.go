@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net"
@@ -10,7 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3/server"
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // serveOptions are the -o options of rdmafs serve.
@@ -19,6 +22,9 @@ type serveOptions struct {
 	port     int
 	readOnly bool
 	workers  int
+	rdma     bool               // proto=rdma: NFS over RPC-over-RDMA as well
+	rdmaPort int                // where, default 20049
+	provider mountopts.Provider // the verbs provider for rdma
 }
 
 // parseServeOptions parses the -o list of rdmafs serve; errors name the
@@ -56,8 +62,26 @@ func parseServeOptions(list string, o *serveOptions) error {
 				err = bad("takes no value")
 			}
 			o.readOnly = name == "ro"
+		case "proto":
+			switch val {
+			case "tcp", "rdma":
+				o.rdma = val == "rdma"
+			default:
+				err = bad("must be tcp or rdma")
+			}
+		case "rdmaport":
+			o.rdmaPort, err = number(0, 65535)
+		case "provider":
+			switch val {
+			case "ibverbs":
+				o.provider = mountopts.ProviderIBVerbs
+			case "soft":
+				o.provider = mountopts.ProviderSoft
+			default:
+				err = bad("must be ibverbs or soft")
+			}
 		default:
-			err = &usageError{fmt.Sprintf("unknown serve option %q (port, addr, ro, rw, workers)", item)}
+			err = &usageError{fmt.Sprintf("unknown serve option %q (port, addr, ro, rw, workers, proto, rdmaport, provider)", item)}
 		}
 		if err != nil {
 			return err
@@ -68,7 +92,7 @@ func parseServeOptions(list string, o *serveOptions) error {
 
 // serve exports a directory until SIGTERM or SIGINT.
 func serve(args []string) error {
-	o := serveOptions{addr: "127.0.0.1", port: 2049}
+	o := serveOptions{addr: "127.0.0.1", port: 2049, rdmaPort: defaultRDMAPort}
 	var dirs []string
 	for i := 0; i < len(args); i++ {
 		switch arg := args[i]; {
@@ -105,8 +129,21 @@ func serve(args []string) error {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
-	fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.addr), port, port)
-	fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.addr))
+	var rdmaSrv *xprtrdma.Server
+	if o.rdma {
+		if rdmaSrv, err = serveRDMA(srv, &o, logger.Printf); err != nil {
+			l.Close()
+			srv.Close()
+			return err
+		}
+		defer rdmaSrv.Close()
+		rport := rdmaPortOf(rdmaSrv.Addr())
+		fmt.Printf("rdmafs serve: NFSv3 over RDMA (provider=%v) on port %d\n", o.provider, rport)
+		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o proto=rdma,provider=%v,port=%d,mountport=%d\n", hostForURL(o.addr), o.provider, rport, port)
+	} else {
+		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.addr), port, port)
+		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.addr))
+	}
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
@@ -130,4 +167,39 @@ func hostForURL(ip string) string {
 		return "[" + ip + "]"
 	}
 	return ip
+}
+
+// serveRDMA starts the RPC-over-RDMA listener in front of srv. MOUNT stays
+// on TCP.
+func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (*xprtrdma.Server, error) {
+	p, err := provider(o.provider)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := xprtrdma.Listen(context.Background(), xprtrdma.ServerConfig{
+		Provider: p,
+		Addr:     hostPort(o.addr, o.rdmaPort),
+		NewSession: func(send xprtrdma.SendFunc) xprtrdma.Session {
+			return srv.NewPlacingSession(func(reply []byte, pl server.Placement) error {
+				return send(reply, pl.Off, pl.Len)
+			})
+		},
+		Logf: logf,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serve: RDMA listener: %w", err)
+	}
+	go func() {
+		if err := rs.Serve(); err != nil {
+			logf("RDMA listener: %v", err)
+		}
+	}()
+	return rs, nil
+}
+
+// rdmaPortOf returns the port of a host:port address.
+func rdmaPortOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
 }

@@ -86,14 +86,18 @@ func needHost(t *testing.T) {
 
 // server is a running `rdmafs serve`.
 type server struct {
-	t    *testing.T
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	t        *testing.T
+	dir      string
+	port     int
+	rdmaPort int // when serving NFS over RDMA (soft provider) too
+	cmd      *exec.Cmd
+	log      *bytes.Buffer
 }
 
-var portLine = regexp.MustCompile(`on port (\d+) `)
+var (
+	portLine     = regexp.MustCompile(`as .* on port (\d+) `)
+	rdmaPortLine = regexp.MustCompile(`over RDMA .* on port (\d+)`)
+)
 
 // startServer serves dir (a new temporary directory if "") on a free
 // loopback port, or on port if it is not 0.
@@ -116,14 +120,20 @@ func startServer(t *testing.T, dir string, port int, extra ...string) *server {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	wantRDMA := strings.Contains(opts, "proto=rdma")
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if m := portLine.FindStringSubmatch(sc.Text()); m != nil {
 			fmt.Sscan(m[1], &s.port)
+		}
+		if m := rdmaPortLine.FindStringSubmatch(sc.Text()); m != nil {
+			fmt.Sscan(m[1], &s.rdmaPort)
+		}
+		if s.port != 0 && (!wantRDMA || s.rdmaPort != 0) {
 			break
 		}
 	}
-	if s.port == 0 {
+	if s.port == 0 || wantRDMA && s.rdmaPort == 0 {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
 		t.Fatalf("rdmafs serve did not start: %s", s.log)
@@ -159,10 +169,17 @@ func (s *server) kill() {
 	s.cmd.Wait()
 }
 
-// mountOpts are the options that reach this server without a portmapper.
+// mountOpts are the options that reach this server without a portmapper:
+// over RDMA (the soft provider) when it serves it.
 func (s *server) mountOpts() string {
+	if s.rdmaPort != 0 {
+		return fmt.Sprintf("proto=rdma,provider=soft,port=%d,mountport=%d", s.rdmaPort, s.port)
+	}
 	return fmt.Sprintf("port=%d,mountport=%d", s.port, s.port)
 }
+
+// rdmaServe are the serve options of an RDMA server on free ports.
+var rdmaServe = []string{"proto=rdma", "provider=soft", "rdmaport=0"}
 
 // mount mounts the server's export on a new directory and returns it;
 // the test's cleanup unmounts it.

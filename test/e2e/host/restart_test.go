@@ -20,6 +20,12 @@ import (
 func TestServerRestartDuringWrite(t *testing.T) {
 	needHost(t)
 	s := startServer(t, "", 0)
+	testRestartDuringWrite(t, s, func() *server { return startServer(t, s.dir, s.port) })
+}
+
+// testRestartDuringWrite writes 512 MiB through a hard mount of s, kills s
+// a quarter of the way and starts it again with restart.
+func testRestartDuringWrite(t *testing.T, s *server, restart func() *server) {
 	mnt := s.mount(t, "hard,timeo=20")
 	const size = 512 << 20
 	type result struct {
@@ -56,7 +62,7 @@ func TestServerRestartDuringWrite(t *testing.T) {
 	s.kill()
 	t.Log("server killed mid-write")
 	time.Sleep(2 * time.Second)
-	startServer(t, s.dir, s.port)
+	restart()
 	t.Log("server restarted")
 
 	select {

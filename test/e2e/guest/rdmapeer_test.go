@@ -1,0 +1,151 @@
+package guest
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/workload"
+)
+
+// The RPC-over-RDMA tests beyond the workload: the kernel's NFS/RDMA client
+// as the reference peer of rdmafs's own server, and a knfsd restart in the
+// middle of a write.
+
+func needRDMA(t *testing.T, e labEnv) string {
+	t.Helper()
+	bin := rdmafsBin(t, e)
+	if !e.RdmafsRDMA {
+		t.Skip("RDMA transport (xprtrdma) not built into rdmafs")
+	}
+	return bin
+}
+
+// TestKernelClientOnRdmafsServe mounts `rdmafs serve -o proto=rdma` (the
+// ibverbs provider on the rxe device) with the kernel NFS/RDMA client and
+// runs the workload through it, checked in the served directory.
+func TestKernelClientOnRdmafsServe(t *testing.T) {
+	e := lab(t)
+	bin := needRDMA(t, e)
+	dir := t.TempDir()
+	const rdmaPort = 20050
+	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d", e.Addr, rdmaPort), dir)
+	stdout, _ := srv.StdoutPipe()
+	var stderr strings.Builder
+	srv.Stderr = &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Signal(os.Interrupt)
+		srv.Wait()
+		if t.Failed() {
+			t.Logf("rdmafs serve: %s", stderr.String())
+		}
+	})
+	port := ""
+	sc := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`as .* on port (\d+) `)
+	sawRDMA := false
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+		if strings.Contains(sc.Text(), "over RDMA") {
+			sawRDMA = true
+			break
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	if port == "" || !sawRDMA {
+		t.Fatalf("rdmafs serve did not start over RDMA: %s", stderr.String())
+	}
+	mnt := mountPoint(t, "knfs-on-rdmafs")
+	opts := fmt.Sprintf("vers=3,proto=rdma,port=%d,mountport=%s,mountproto=tcp,nolock", rdmaPort, port)
+	run(t, 2*time.Minute, "mount", "-t", "nfs", "-o", opts, e.Addr+":/", mnt)
+	t.Cleanup(func() { unmount(t, mnt, "umount", mnt) })
+	if x := xprt(t, mnt); !strings.HasPrefix(x, "rdma") {
+		t.Fatalf("kernel mount of rdmafs serve: xprt %q, want rdma", x)
+	}
+	workload.Run(t, mnt, workload.DirChecker(dir))
+	served := e
+	served.Export = dir
+	bigFile(t, served, mnt, 64<<20)
+}
+
+// TestRdmafsRDMAKnfsdRestart restarts knfsd while rdmafs (proto=rdma, hard)
+// writes a file: the write goes on once knfsd is back, and the server's
+// copy has the checksum of what was written.
+func TestRdmafsRDMAKnfsdRestart(t *testing.T) {
+	e := lab(t)
+	needRDMA(t, e)
+	mnt := mountRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=50")
+	src := filepath.Join(t.TempDir(), "src")
+	run(t, time.Minute, "dd", "if=/dev/urandom", "of="+src, "bs=1M", "count=192", "status=none")
+	name := fmt.Sprintf("restart-%d", time.Now().UnixNano())
+	// The writer is another process: a fork of this one with a file of the
+	// mount open would flush it at exec.
+	dd := exec.Command("dd", "if="+src, "of="+filepath.Join(mnt, name), "bs=1M", "conv=fsync")
+	var ddOut strings.Builder
+	dd.Stdout, dd.Stderr = &ddOut, &ddOut
+	if err := dd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- dd.Wait() }()
+	serverCopy := filepath.Join(e.Export, name)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if st, err := os.Stat(serverCopy); err == nil && st.Size() >= 32<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write did not reach knfsd")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run(t, time.Minute, "rpc.nfsd", "0")
+	t.Log("knfsd stopped mid-write")
+	time.Sleep(3 * time.Second)
+	run(t, time.Minute, "rpc.nfsd", "8")
+	if err := os.WriteFile("/proc/fs/nfsd/portlist", []byte("rdma 20049\n"), 0); err != nil {
+		t.Fatalf("adding the RDMA listener back: %v", err)
+	}
+	t.Log("knfsd started again")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dd across the knfsd restart: %v: %s", err, ddOut.String())
+		}
+	case <-time.After(5 * time.Minute):
+		dd.Process.Kill()
+		t.Fatal("the write did not finish after knfsd came back")
+	}
+	want, got := sum(t, src), sum(t, serverCopy)
+	if want != got {
+		t.Fatalf("server copy has sha256 %s, written %s", got, want)
+	}
+}
+
+func sum(t *testing.T, p string) string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
