@@ -371,8 +371,18 @@ func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *obje
 	}
 	f.setWcc(dir, &toWcc)
 	obj.mu.Lock()
-	obj.silly = &silly{dir: dir, name: hidden}
+	closed := obj.opens == 0
+	if !closed {
+		obj.silly = &silly{dir: dir, name: hidden}
+	}
 	obj.mu.Unlock()
+	if closed {
+		// The last close came during the RENAME (FUSE sends RELEASE
+		// after close(2) has returned, so an unlink right after a
+		// close often finds the file still open): closeObject saw no
+		// hidden name, so the hidden file is removed here.
+		f.removeHidden(ctx, &silly{dir: dir, name: hidden})
+	}
 	return true, nil
 }
 
@@ -386,9 +396,14 @@ func (f *FS) closeObject(ctx context.Context, obj *object) {
 		s, obj.silly = obj.silly, nil
 	}
 	obj.mu.Unlock()
-	if s == nil {
-		return
+	if s != nil {
+		f.removeHidden(ctx, s)
 	}
+}
+
+// removeHidden removes the hidden name of an unlinked file that is no
+// longer open. It runs to completion even if the caller is interrupted.
+func (f *FS) removeHidden(ctx context.Context, s *silly) {
 	var wcc nfs3.Wcc
 	if err := f.nfs.Remove(context.Background(), f.cred(ctx), &s.dir.fh, s.name, &wcc); err != nil {
 		f.logf("removing %s of an unlinked file: %v", s.name, err)

@@ -327,6 +327,32 @@ func TestUnlinkOpenFile(t *testing.T) {
 	}
 }
 
+// TestUnlinkRightAfterClose: unlinking files just closed, while their
+// release is still on its way to rdmafs (FUSE sends it after close(2)
+// returns), leaves no hidden .nfs file behind on the server.
+func TestUnlinkRightAfterClose(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0)
+	mnt := s.mount(t)
+	for i := range 300 {
+		p := filepath.Join(mnt, fmt.Sprintf("f%d", i))
+		write(t, p, "short-lived")
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var entries []os.DirEntry
+	for range 100 {
+		if entries, _ = os.ReadDir(s.dir); len(entries) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, e := range entries {
+		t.Errorf("left on the server: %s", e.Name())
+	}
+}
+
 // TestCloseToOpen: a change made on the server by someone else is seen at
 // the next open, even though the client had the old data cached.
 func TestCloseToOpen(t *testing.T) {
