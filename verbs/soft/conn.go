@@ -770,15 +770,7 @@ func (c *conn) onSend(f *frame) error {
 	c.rqActive = r
 	c.mu.Unlock()
 
-	cu := cursor{sgl: r.sgl}
-	gone := false
-	err := c.fr.payload(n, func(b []byte) {
-		c.mu.Lock()
-		if !r.flushed && !gone {
-			gone = !cu.scatter(b)
-		}
-		c.mu.Unlock()
-	})
+	gone, err := c.scatterPayload(n, r.sgl, func() bool { return r.flushed })
 	if err != nil {
 		c.lost(err)
 		return errStop
@@ -888,15 +880,7 @@ func (c *conn) onReadResponse(f *frame) error {
 	c.reads = c.reads[1:]
 	c.mu.Unlock()
 
-	cu := cursor{sgl: w.sgl}
-	gone := false
-	err := c.fr.payload(int(f.length), func(b []byte) {
-		c.mu.Lock()
-		if !w.flushed && !gone {
-			gone = !cu.scatter(b)
-		}
-		c.mu.Unlock()
-	})
+	gone, err := c.scatterPayload(int(f.length), w.sgl, func() bool { return w.flushed })
 	if err != nil {
 		c.lost(err)
 		return errStop
@@ -961,4 +945,20 @@ func (c *conn) onNak(f *frame) error {
 	w.done, w.status = true, st
 	c.failLocked(fmt.Errorf("%w: %v on work request %d (%v)", verbs.ErrDisconnected, st, w.id, w.op), false)
 	return errStop
+}
+
+// scatterPayload reads the current frame's n payload bytes into sgl, under
+// c.mu piece by piece, and drops them once flushed() (checked under c.mu)
+// says the work request they were for is gone. gone reports that a region
+// of sgl was deregistered on the way.
+func (c *conn) scatterPayload(n int, sgl []sge, flushed func() bool) (gone bool, err error) {
+	cu := cursor{sgl: sgl}
+	err = c.fr.payload(n, func(b []byte) {
+		c.mu.Lock()
+		if !flushed() && !gone {
+			gone = !cu.scatter(b)
+		}
+		c.mu.Unlock()
+	})
+	return gone, err
 }
