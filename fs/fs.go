@@ -152,8 +152,12 @@ func (f *FS) MountOptions() *gofs.Options {
 			// Replies come from memory, never from a file descriptor:
 			// splicing them would only add a copy into a pipe.
 			DisableSplice: true,
-			Name:          "rdmafs",
-			FsName:        f.cfg.Source,
+			// O_DIRECT reads and writes of one aio submission (fio,
+			// databases) go out together, as many calls in flight,
+			// instead of one at a time.
+			ExtraCapabilities: fuse.CAP_ASYNC_DIO,
+			Name:              "rdmafs",
+			FsName:            f.cfg.Source,
 		},
 		// Each reply sets its own timeouts; these are the defaults for
 		// replies that do not.
