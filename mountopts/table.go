@@ -169,7 +169,7 @@ var table = []option{
 		numSpec{lo: 1024, hi: 65536}, intField(func(o *Options) *int { return &o.MaxInlineRead })),
 	number(groupRDMA, "max_inline_write", "largest call in bytes sent inline rather than by RDMA Read",
 		numSpec{lo: 1024, hi: 65536}, intField(func(o *Options) *int { return &o.MaxInlineWrite })),
-	number(groupRDMA, "inline_write_padding", "pad inline WRITE data to a multiple of this many bytes; 0: no padding",
+	number(groupRDMA, "inline_write_padding", "accepted for the kernel tunable's sake; no effect: padded messages (RDMA_MSGP) are obsolete (RFC 8166), as in Linux",
 		numSpec{lo: 0, hi: 4096}, intField(func(o *Options) *int { return &o.InlineWritePadding })),
 	enum(groupRDMA, "memreg",
 		"memory registration: mw binds a memory window per call and invalidates it when the call completes; "+
