@@ -118,7 +118,7 @@ var table = []option{
 	flagPair(groupNFS, "hard", "soft",
 		"hard: retry NFS calls until the server answers; soft: fail them with EIO after retrans retransmissions",
 		func(o *Options) *bool { return &o.Soft }),
-	number(groupNFS, "nconnect", "number of transport connections to the server",
+	number(groupNFS, "nconnect", "number of TCP connections to the server (proto=rdma uses one)",
 		numSpec{lo: 1, hi: 16}, intField(func(o *Options) *int { return &o.NConnect })),
 	enum(groupNFS, "sec", "RPC authentication: sys is AUTH_SYS (uid and gids), none is AUTH_NONE",
 		func(o *Options) *Sec { return &o.Sec },

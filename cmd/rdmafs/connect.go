@@ -167,6 +167,12 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 		}
 		return sunrpc.NewMulti(conns...), nil
 	case mountopts.ProtoRDMA:
+		if o.NConnect > 1 {
+			// One connection's credits already keep many calls in
+			// flight, and each connection would register its own
+			// chunk buffers.
+			logf("nconnect=%d: proto=rdma uses one connection", o.NConnect)
+		}
 		port := o.Port
 		if port == 0 {
 			port = defaultRDMAPort
