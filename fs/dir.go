@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -358,6 +359,7 @@ type silly struct {
 // hideIfOpen renames name in dir to a hidden name if obj is open, and
 // reports whether it did.
 func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *object) (bool, error) {
+	f.awaitRelease(ctx, obj)
 	obj.mu.Lock()
 	open := obj.opens > 0 && obj.silly == nil
 	obj.mu.Unlock()
@@ -386,6 +388,37 @@ func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *obje
 	return true, nil
 }
 
+// releaseWait is how long an unlink waits for the RELEASE of a file whose
+// every handle its program has closed.
+const releaseWait = 500 * time.Millisecond
+
+// awaitRelease waits a little for obj's handles to be released when the
+// programs closed them all already. FUSE sends RELEASE after close(2) has
+// returned; without the wait, an unlink right after a close would find the
+// file open and rename it to a hidden name, which keeps the file's link
+// count up until the release comes (the kernel client, whose close is
+// synchronous, removes it at once). A handle still in use, or shared by
+// another descriptor (dup, fork), is not waited for beyond releaseWait.
+func (f *FS) awaitRelease(ctx context.Context, obj *object) {
+	obj.mu.Lock()
+	if obj.opens == 0 || obj.closed < obj.opens || obj.silly != nil {
+		obj.mu.Unlock()
+		return
+	}
+	if obj.lastClose == nil {
+		obj.lastClose = make(chan struct{})
+	}
+	released := obj.lastClose
+	obj.mu.Unlock()
+	timer := time.NewTimer(releaseWait)
+	defer timer.Stop()
+	select {
+	case <-released:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
 // closeObject counts a close of obj and removes its hidden name after the
 // last.
 func (f *FS) closeObject(ctx context.Context, obj *object) {
@@ -394,6 +427,10 @@ func (f *FS) closeObject(ctx context.Context, obj *object) {
 	var s *silly
 	if obj.opens == 0 {
 		s, obj.silly = obj.silly, nil
+		if obj.lastClose != nil {
+			close(obj.lastClose)
+			obj.lastClose = nil
+		}
 	}
 	obj.mu.Unlock()
 	if s != nil {

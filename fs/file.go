@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -19,6 +20,29 @@ type fileHandle struct {
 	obj    *object
 	cred   *sunrpc.Cred
 	stable nfs3.StableHow // Unstable: write-behind; else each write waits for the server
+	closed atomic.Bool    // a FLUSH came and no I/O since (counted in obj.closed)
+}
+
+// markClosed records a FLUSH: close(2) of a descriptor of h. Its RELEASE
+// follows (asynchronously) unless another descriptor shares h.
+func (h *fileHandle) markClosed() {
+	h.obj.mu.Lock()
+	if !h.closed.Swap(true) {
+		h.obj.closed++
+	}
+	h.obj.mu.Unlock()
+}
+
+// inUse records I/O on h: it is not on its way to being released.
+func (h *fileHandle) inUse() {
+	if !h.closed.Load() {
+		return
+	}
+	h.obj.mu.Lock()
+	if h.closed.Swap(false) {
+		h.obj.closed--
+	}
+	h.obj.mu.Unlock()
 }
 
 var (
@@ -107,6 +131,7 @@ func (r *readResult) Done() {
 
 // Read implements gofs.FileReader.
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.inUse()
 	ctx, release := killable(ctx)
 	defer release()
 	f := h.fs
@@ -168,6 +193,7 @@ func (f *FS) readDone(obj *object, res *nfs3.ReadResult) {
 
 // Write implements gofs.FileWriter.
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.inUse()
 	ctx, release := killable(ctx)
 	defer release()
 	f := h.fs
@@ -214,6 +240,17 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 // Flush implements gofs.FileFlusher: close(2) sends and commits what was
 // written, and reports a failure of write-behind.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
+	h.markClosed()
+	return h.sync(ctx)
+}
+
+// Fsync implements gofs.FileFsyncer.
+func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return h.sync(ctx)
+}
+
+// sync sends and commits what was written through h's file.
+func (h *fileHandle) sync(ctx context.Context) syscall.Errno {
 	ctx, release := killable(ctx)
 	defer release()
 	if wb := h.obj.writeback(); wb != nil {
@@ -222,14 +259,10 @@ func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Fsync implements gofs.FileFsyncer.
-func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return h.Flush(ctx)
-}
-
 // Release implements gofs.FileReleaser. When the last handle of a file
 // that was unlinked while open goes, its hidden name is removed.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	h.inUse() // no longer counted as closing: it is gone
 	h.fs.closeObject(ctx, h.obj)
 	return 0
 }

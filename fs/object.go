@@ -28,8 +28,10 @@ type object struct {
 	dataAttr  nfs3.Fattr
 	dataValid bool
 	access    accessCache
-	opens     int    // open file handles
-	silly     *silly // set when unlinked while open
+	opens     int           // open file handles
+	closed    int           // of them, closed by their program (FLUSH) with no I/O since
+	lastClose chan struct{} // closed when opens drops to 0, if someone waits
+	silly     *silly        // set when unlinked while open
 	wb        *writeback
 }
 

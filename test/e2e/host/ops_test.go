@@ -348,6 +348,42 @@ func TestUnlinkRightAfterClose(t *testing.T) {
 		}
 	}
 	expectEmpty(t, s.dir)
+	// Each was a plain REMOVE: none needed a hidden name (RENAME), as
+	// with the kernel client, whose close is synchronous.
+	if code, out := rdmafs(t, 10*time.Second, "stats", mnt); code != 0 || !strings.Contains(out, "RENAME: 0 0 ") {
+		t.Errorf("unlinks after close were renamed to hidden names: exit %d\n%s", code, out)
+	}
+}
+
+// TestUnlinkWithDupOpen: a file whose descriptor was closed while a
+// duplicate of it stays open is still readable through the duplicate
+// after an unlink, and goes from the server after the last close.
+func TestUnlinkWithDupOpen(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0)
+	mnt := s.mount(t)
+	p := filepath.Join(mnt, "dup")
+	write(t, p, "shared")
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := os.NewFile(uintptr(fd), "dup")
+	f.Close() // a FLUSH, but the file stays open through g
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	dropCaches(t)
+	buf := make([]byte, 6)
+	if _, err := g.ReadAt(buf, 0); err != nil || string(buf) != "shared" {
+		t.Errorf("read through the duplicate after unlink: %q %v", buf, err)
+	}
+	g.Close()
+	expectEmpty(t, s.dir)
 }
 
 // TestCloseToOpen: a change made on the server by someone else is seen at
