@@ -316,9 +316,10 @@ func (ep *endpoint) completions() {
 		for i := range wcs[:n] {
 			ep.complete(&wcs[i])
 		}
-		if n > 0 {
-			continue
+		if n == len(wcs) {
+			continue // maybe more
 		}
+		// Wait polls before it sleeps: no empty Poll first.
 		if err := ep.conn.Wait(ctx); err != nil {
 			// Drain what the flush produced, then stop.
 			for {

@@ -100,7 +100,8 @@ func (c *svcConn) run() {
 				return
 			}
 		}
-		if n == 0 {
+		if n < len(wcs) {
+			// Wait polls before it sleeps: no empty Poll first.
 			if err := c.conn.Wait(ctx); err != nil {
 				return
 			}

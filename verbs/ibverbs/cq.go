@@ -54,6 +54,28 @@ func (c *conn) pollLocked() (int, error, error) {
 	if k < 0 {
 		return 0, &verbs.VerbError{Verb: "ibv_poll_cq", Err: syscall.Errno(-k)}, nil
 	}
+	return c.takeLocked(int(k))
+}
+
+// pollArmLocked is pollLocked that, finding the CQ empty, arms it for a
+// completion event and polls again, in one call into C. armed reports
+// whether it armed the CQ.
+func (c *conn) pollArmLocked() (n int, armed bool, err, failure error) {
+	var arm C.int
+	k := C.rdmafs_poll_arm(c.cq, 32, c.wcs, &arm)
+	if k < 0 {
+		verb := "ibv_poll_cq"
+		if arm < 0 {
+			verb = "ibv_req_notify_cq"
+		}
+		return 0, false, &verbs.VerbError{Verb: verb, Err: syscall.Errno(-k)}, nil
+	}
+	n, err, failure = c.takeLocked(int(k))
+	return n, arm > 0, err, failure
+}
+
+// takeLocked converts the k completions C left in c.wcs onto c.pending.
+func (c *conn) takeLocked(k int) (int, error, error) {
 	var failure error
 	raw := unsafe.Slice(c.wcs, int(k))
 	n := 0
@@ -167,7 +189,16 @@ func (c *conn) Wait(ctx context.Context) error {
 			}
 			continue
 		}
-		ready, drained, err := c.check()
+		// Look, and if there is nothing, arm the CQ and look again (a
+		// completion that came before the arm raises no event).
+		arm := !c.armed.Load()
+		if arm {
+			c.armed.Store(true)
+		}
+		ready, drained, armed, err := c.check(arm)
+		if arm && !armed {
+			c.armed.Store(false)
+		}
 		if err != nil || ready {
 			return err
 		}
@@ -177,17 +208,6 @@ func (c *conn) Wait(ctx context.Context) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return err
-		}
-		// Arm the CQ, then look again: a completion that came before
-		// the arm raises no event.
-		if !c.armed.Load() {
-			c.armed.Store(true)
-			if r := C.rdmafs_req_notify_cq(c.cq); r != 0 {
-				return &verbs.VerbError{Verb: "ibv_req_notify_cq", Err: syscall.Errno(r)}
-			}
-			if ready, _, err := c.check(); err != nil || ready {
-				return err
-			}
 		}
 		var done <-chan struct{}
 		if !ended {
@@ -202,16 +222,21 @@ func (c *conn) Wait(ctx context.Context) error {
 	}
 }
 
-// check polls: ready if completions are pending, drained if both drain
-// markers came back.
-func (c *conn) check() (ready, drained bool, err error) {
+// check polls, and with arm arms the CQ if it found nothing: ready if
+// completions are pending, drained if both drain markers came back, armed
+// if it armed the CQ.
+func (c *conn) check(arm bool) (ready, drained, armed bool, err error) {
 	c.cqMu.Lock()
 	if c.cqGone {
 		c.cqMu.Unlock()
-		return false, false, &verbs.VerbError{Verb: "ibv_poll_cq", Err: syscall.EBADF}
+		return false, false, false, &verbs.VerbError{Verb: "ibv_poll_cq", Err: syscall.EBADF}
 	}
 	var failure error
-	if len(c.pending) == 0 {
+	switch {
+	case len(c.pending) > 0:
+	case arm:
+		_, armed, err, failure = c.pollArmLocked()
+	default:
 		_, err, failure = c.pollLocked()
 	}
 	c.recvMu.Lock()
@@ -222,7 +247,7 @@ func (c *conn) check() (ready, drained bool, err error) {
 	if failure != nil {
 		c.fail(failure, true)
 	}
-	return ready, drained, err
+	return ready, drained, armed, err
 }
 
 // spin polls the CQ in C for a while (ConnConfig.Polling). failure is

@@ -106,9 +106,26 @@ int rdmafs_spin_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out, int spins)
 	return got;
 }
 
-int rdmafs_req_notify_cq(struct ibv_cq *cq)
+// rdmafs_poll_arm polls; if the CQ is empty it arms it for an event and
+// polls once more (a completion that came before the arm raises no
+// event). *armed is 1 if it armed, -1 if arming failed (the return value
+// is then -errno), else 0. One crossing from Go for what a Wait does
+// before it sleeps.
+int rdmafs_poll_arm(struct ibv_cq *cq, int n, struct rdmafs_wc *out, int *armed)
 {
-	return ibv_req_notify_cq(cq, 0);
+	int got, ret;
+
+	*armed = 0;
+	got = rdmafs_poll(cq, n, out);
+	if (got != 0)
+		return got;
+	ret = ibv_req_notify_cq(cq, 0);
+	if (ret) {
+		*armed = -1;
+		return ret > 0 ? -ret : ret;
+	}
+	*armed = 1;
+	return rdmafs_poll(cq, n, out);
 }
 
 // rdmafs_get_cq_event takes one event from a non-blocking completion

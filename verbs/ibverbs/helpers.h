@@ -77,7 +77,7 @@ int rdmafs_post_send(struct ibv_qp *qp, struct rdmafs_send *s);
 int rdmafs_post_recv(struct ibv_qp *qp, struct rdmafs_recv *r);
 int rdmafs_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out);
 int rdmafs_spin_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out, int spins);
-int rdmafs_req_notify_cq(struct ibv_cq *cq);
+int rdmafs_poll_arm(struct ibv_cq *cq, int n, struct rdmafs_wc *out, int *armed);
 int rdmafs_get_cq_event(struct ibv_comp_channel *ch);
 int rdmafs_get_cm_event(struct rdma_event_channel *ch, struct rdmafs_cm_event *out);
 int rdmafs_get_async_event(struct ibv_context *ctx, struct rdmafs_async_event *out);
