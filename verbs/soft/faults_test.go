@@ -51,13 +51,19 @@ func cfg() verbs.ConnConfig {
 	return verbs.ConnConfig{SendDepth: 16, RecvDepth: 16, MaxSendSGE: 2, MaxRecvSGE: 2, ResponderResources: 2, InitiatorDepth: 2}
 }
 
-func (e *env) dial() (verbs.Conn, error) {
+func (e *env) dial() (verbs.Conn, error) { return e.dialWith(cfg()) }
+
+func (e *env) dialWith(cc verbs.ConnConfig) (verbs.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return e.cpd.Dial(ctx, e.ln.Addr(), cfg())
+	return e.cpd.Dial(ctx, e.ln.Addr(), cc)
 }
 
-func (e *env) pair() (c, s verbs.Conn) {
+func (e *env) pair() (c, s verbs.Conn) { return e.pairWith(cfg()) }
+
+// pairWith connects with the client's configuration cc (the server's is
+// cfg()); the test's cleanup closes both ends.
+func (e *env) pairWith(cc verbs.ConnConfig) (c, s verbs.Conn) {
 	e.t.Helper()
 	ch := make(chan verbs.Conn, 1)
 	go func() {
@@ -69,7 +75,7 @@ func (e *env) pair() (c, s verbs.Conn) {
 		s, _ := r.Accept(cfg())
 		ch <- s
 	}()
-	c, err := e.dial()
+	c, err := e.dialWith(cc)
 	s = <-ch
 	if err != nil || s == nil {
 		e.t.Fatalf("connect: %v", err)
@@ -325,21 +331,9 @@ func TestWindowErrors(t *testing.T) {
 
 func TestReadNeedsInitiatorDepth(t *testing.T) {
 	e := newEnv(t)
-	ch := make(chan verbs.Conn, 1)
-	go func() {
-		r, _ := e.ln.Accept(context.Background())
-		s, _ := r.Accept(cfg())
-		ch <- s
-	}()
 	cc := cfg()
 	cc.InitiatorDepth = 0
-	c, err := e.cpd.Dial(context.Background(), e.ln.Addr(), cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-ch
-	defer s.Close()
-	defer c.Close()
+	c, s := e.pairWith(cc)
 	a := e.region(e.cpd, 4096, rw)
 	if err := c.PostSend(&verbs.SendWR{ID: 1, Opcode: verbs.OpRDMARead, SGL: []verbs.SGE{{MR: a, Length: 8}}, RemoteAddr: a.Addr(), RKey: a.RKey()}); err == nil {
 		t.Errorf("RDMA Read posted with initiator depth 0")
@@ -355,21 +349,9 @@ func TestReadNeedsInitiatorDepth(t *testing.T) {
 
 func TestCompletionQueueOverrun(t *testing.T) {
 	e := newEnv(t)
-	ch := make(chan verbs.Conn, 1)
-	go func() {
-		r, _ := e.ln.Accept(context.Background())
-		s, _ := r.Accept(cfg())
-		ch <- s
-	}()
 	cc := cfg()
 	cc.CQDepth = 2
-	c, err := e.cpd.Dial(context.Background(), e.ln.Addr(), cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-ch
-	defer s.Close()
-	defer c.Close()
+	c, _ := e.pairWith(cc)
 	a := e.region(e.cpd, 4096, rw)
 	remote := e.region(e.spd, 4096, rw)
 	for i := range 3 {
