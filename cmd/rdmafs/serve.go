@@ -140,6 +140,9 @@ func serve(args []string) error {
 		rport := rdmaPortOf(rdmaSrv.Addr())
 		fmt.Printf("rdmafs serve: NFSv3 over RDMA (provider=%v) on port %d\n", o.provider, rport)
 		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o proto=rdma,provider=%v,port=%d,mountport=%d\n", hostForURL(o.addr), o.provider, rport, port)
+		if o.provider == mountopts.ProviderIBVerbs {
+			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", rport, port, hostForURL(o.addr))
+		}
 	} else {
 		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.addr), port, port)
 		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.addr))
