@@ -140,7 +140,7 @@ func TestDirectAIO(t *testing.T) {
 			out, err := exec.Command("fio", "--name=aio", "--filename="+filepath.Join(mnt, "aio"),
 				"--rw=randwrite", "--bsrange=4k-64k", "--ioengine=libaio", "--iodepth=16",
 				"--direct=1", "--size=32m", "--verify=crc32c", "--do_verify=1",
-				"--verify_fatal=1").CombinedOutput()
+				"--verify_fatal=1", "--verify_state_save=0").CombinedOutput()
 			if err != nil {
 				t.Fatalf("fio: %v\n%s", err, out)
 			}
