@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/binary"
 	"strings"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // NFSv3 procedures (RFC 1813).
@@ -109,56 +111,56 @@ type nfsArgs struct {
 // well-formed arguments. It returns false for arguments that do not decode
 // (GARBAGE_ARGS).
 func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
-	r := xdrReader{b: b}
+	r := xdr.NewDecoder(b)
 	a := &nfsArgs{clampAt: [2]int{-1, -1}}
-	rest := func() int { return len(b) - r.off }
-	name := func() string { return string(r.opaque(rest())) }
+	rest := func() int { return len(b) - r.Offset() }
+	name := func() string { return string(r.Opaque(rest())) }
 
 	if prog == progMount {
 		if proc == mountMnt || proc == mountUmnt {
-			a.dirpath = string(r.opaque(maxMountPath))
+			a.dirpath = string(r.Opaque(maxMountPath))
 		}
-		return a, r.err == nil
+		return a, r.Err() == nil
 	}
 
 	if proc == nfsNull {
 		return a, true
 	}
-	a.fh = r.opaque(maxFH)
+	a.fh = r.Opaque(maxFH)
 	switch proc {
 	case nfsGetattr, nfsReadlink, nfsFsstat, nfsFsinfo, nfsPathconf:
 	case nfsSetattr:
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
-		if a.guard = r.u32() != 0; a.guard {
-			a.guardTim = [2]uint32{r.u32(), r.u32()}
+		if a.guard = r.Uint32() != 0; a.guard {
+			a.guardTim = [2]uint32{r.Uint32(), r.Uint32()}
 		}
 	case nfsLookup, nfsRemove, nfsRmdir:
 		a.name = name()
 	case nfsAccess:
-		a.mask = r.u32()
+		a.mask = r.Uint32()
 	case nfsRead:
-		a.offset = r.u64()
-		a.clampAt[0], a.clampMax = r.off, maxIO
-		a.count = min(r.u32(), maxIO)
+		a.offset = r.Uint64()
+		a.clampAt[0], a.clampMax = r.Offset(), maxIO
+		a.count = min(r.Uint32(), maxIO)
 	case nfsWrite:
-		a.offset = r.u64()
-		a.count = r.u32()
-		a.stable = r.u32()
-		a.data = r.opaque(rest())
+		a.offset = r.Uint64()
+		a.count = r.Uint32()
+		a.stable = r.Uint32()
+		a.data = r.Opaque(rest())
 		if a.stable > fileSync {
 			return a, false
 		}
 		a.count = min(a.count, uint32(len(a.data)))
 	case nfsCreate:
 		a.name = name()
-		a.how = r.u32()
+		a.how = r.Uint32()
 		switch {
 		case a.how < createExclusive:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
 		case a.how == createExclusive:
-			r.fixed(8)
+			r.Fixed(8)
 		default:
 			return a, false
 		}
@@ -170,15 +172,15 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		a.name = name()
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
-		a.target = string(r.opaque(rest()))
+		a.target = string(r.Opaque(rest()))
 	case nfsMknod:
 		a.name = name()
-		a.ftype = r.u32()
+		a.ftype = r.Uint32()
 		switch a.ftype {
 		case typeChr, typeBlk:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
-			a.spec = [2]uint32{r.u32(), r.u32()}
+			a.spec = [2]uint32{r.Uint32(), r.Uint32()}
 		case typeSock, typeFifo:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
@@ -188,52 +190,52 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		}
 	case nfsRename:
 		a.name = name()
-		a.fh2 = r.opaque(maxFH)
+		a.fh2 = r.Opaque(maxFH)
 		a.name2 = name()
 	case nfsLink:
-		a.fh2 = r.opaque(maxFH)
+		a.fh2 = r.Opaque(maxFH)
 		a.name = name()
 	case nfsReaddir:
-		r.u64()
-		r.fixed(8)
-		a.clampAt[0], a.clampMax = r.off, maxDirReply
-		r.u32()
+		r.Uint64()
+		r.Fixed(8)
+		a.clampAt[0], a.clampMax = r.Offset(), maxDirReply
+		r.Uint32()
 	case nfsReaddirplus:
-		r.u64()
-		r.fixed(8)
-		a.clampAt[0], a.clampMax = r.off, maxDirReply
-		r.u32()
-		a.clampAt[1] = r.off
-		r.u32()
+		r.Uint64()
+		r.Fixed(8)
+		a.clampAt[0], a.clampMax = r.Offset(), maxDirReply
+		r.Uint32()
+		a.clampAt[1] = r.Offset()
+		r.Uint32()
 	case nfsCommit:
-		r.u64()
-		r.u32()
+		r.Uint64()
+		r.Uint32()
 	}
-	return a, r.err == nil
+	return a, r.Err() == nil
 }
 
-func decodeSattr(r *xdrReader) sattr {
+func decodeSattr(r *xdr.Decoder) sattr {
 	var s sattr
-	if s.setMode = r.u32() != 0; s.setMode {
-		s.mode = r.u32()
+	if s.setMode = r.Uint32() != 0; s.setMode {
+		s.mode = r.Uint32()
 	}
-	if s.setUID = r.u32() != 0; s.setUID {
-		s.uid = r.u32()
+	if s.setUID = r.Uint32() != 0; s.setUID {
+		s.uid = r.Uint32()
 	}
-	if s.setGID = r.u32() != 0; s.setGID {
-		s.gid = r.u32()
+	if s.setGID = r.Uint32() != 0; s.setGID {
+		s.gid = r.Uint32()
 	}
-	if s.setSize = r.u32() != 0; s.setSize {
-		s.size = r.u64()
+	if s.setSize = r.Uint32() != 0; s.setSize {
+		s.size = r.Uint64()
 	}
-	if s.atimeHow = r.u32(); s.atimeHow == timeClient {
-		s.atime = [2]uint32{r.u32(), r.u32()}
+	if s.atimeHow = r.Uint32(); s.atimeHow == timeClient {
+		s.atime = [2]uint32{r.Uint32(), r.Uint32()}
 	}
-	if s.mtimeHow = r.u32(); s.mtimeHow == timeClient {
-		s.mtime = [2]uint32{r.u32(), r.u32()}
+	if s.mtimeHow = r.Uint32(); s.mtimeHow == timeClient {
+		s.mtime = [2]uint32{r.Uint32(), r.Uint32()}
 	}
 	if s.atimeHow > timeClient || s.mtimeHow > timeClient {
-		r.err = errXDRShort
+		r.Fail(xdr.ErrShort)
 	}
 	return s
 }

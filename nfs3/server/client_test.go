@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // This file is a tiny ONC RPC / NFSv3 client for the tests: just enough XDR
@@ -86,33 +88,33 @@ func exportDir(t testing.TB) string {
 }
 
 func encodeCall(xid, prog, vers, proc uint32, cr *sysCred, args []byte) []byte {
-	w := &xdrWriter{}
-	w.u32(xid)
-	w.u32(msgCall)
-	w.u32(rpcVersion)
-	w.u32(prog)
-	w.u32(vers)
-	w.u32(proc)
+	w := &xdr.Encoder{}
+	w.Uint32(xid)
+	w.Uint32(msgCall)
+	w.Uint32(rpcVersion)
+	w.Uint32(prog)
+	w.Uint32(vers)
+	w.Uint32(proc)
 	if cr == nil {
-		w.u32(authNone)
-		w.u32(0)
+		w.Uint32(authNone)
+		w.Uint32(0)
 	} else {
-		body := &xdrWriter{}
-		body.u32(12345)
-		body.opaque([]byte("testhost"))
-		body.u32(cr.uid)
-		body.u32(cr.gid)
-		body.u32(uint32(len(cr.groups)))
+		body := &xdr.Encoder{}
+		body.Uint32(12345)
+		body.Opaque([]byte("testhost"))
+		body.Uint32(cr.uid)
+		body.Uint32(cr.gid)
+		body.Uint32(uint32(len(cr.groups)))
 		for _, g := range cr.groups {
-			body.u32(g)
+			body.Uint32(g)
 		}
-		w.u32(authSys)
-		w.opaque(body.b)
+		w.Uint32(authSys)
+		w.Opaque(body.Buf)
 	}
-	w.u32(authNone)
-	w.u32(0)
-	w.b = append(w.b, args...)
-	return w.b
+	w.Uint32(authNone)
+	w.Uint32(0)
+	w.Buf = append(w.Buf, args...)
+	return w.Buf
 }
 
 // sendRecord writes one record-marked message.
@@ -138,22 +140,22 @@ func (c *testClient) readReply() (rpcReply, error) {
 	if err != nil {
 		return rpcReply{}, err
 	}
-	r := xdrReader{b: rec}
+	r := xdr.NewDecoder(rec)
 	var rep rpcReply
-	rep.xid = r.u32()
-	if r.u32() != msgReply {
+	rep.xid = r.Uint32()
+	if r.Uint32() != msgReply {
 		c.t.Fatalf("not a reply")
 	}
-	rep.replyStat = r.u32()
+	rep.replyStat = r.Uint32()
 	if rep.replyStat == msgAccepted {
-		r.u32()
-		r.opaque(maxAuthBytes)
+		r.Uint32()
+		r.Opaque(maxAuthBytes)
 	}
-	rep.stat = r.u32()
-	if r.err != nil {
+	rep.stat = r.Uint32()
+	if r.Err() != nil {
 		c.t.Fatalf("short reply: %x", rec)
 	}
-	rep.body = rec[r.off:]
+	rep.body = rec[r.Offset():]
 	return rep, nil
 }
 
@@ -172,16 +174,16 @@ func (c *testClient) call(prog, vers, proc uint32, cr *sysCred, args []byte) rpc
 
 // nfs makes an NFSv3 call that must be accepted and returns its result
 // positioned at the nfsstat3.
-func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdrWriter) *xdrReader {
+func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdr.Encoder) *xdr.Decoder {
 	c.t.Helper()
-	rep := c.call(progNFS, versNFS, proc, cr, args.b)
+	rep := c.call(progNFS, versNFS, proc, cr, args.Buf)
 	if rep.replyStat != msgAccepted || rep.stat != acceptSuccess {
 		c.t.Fatalf("NFS proc %d: reply_stat %d stat %d", proc, rep.replyStat, rep.stat)
 	}
-	return &xdrReader{b: rep.body}
+	return decoder(rep.body)
 }
 
-func args() *xdrWriter { return &xdrWriter{} }
+func args() *xdr.Encoder { return &xdr.Encoder{} }
 
 type fattr struct {
 	typ, mode, nlink, uid, gid uint32
@@ -189,35 +191,35 @@ type fattr struct {
 	atime, mtime, ctime        [2]uint32
 }
 
-func readFattr(r *xdrReader) fattr {
+func readFattr(r *xdr.Decoder) fattr {
 	var a fattr
-	a.typ = r.u32()
-	a.mode = r.u32()
-	a.nlink = r.u32()
-	a.uid = r.u32()
-	a.gid = r.u32()
-	a.size = r.u64()
-	r.u64() // used
-	r.u64() // rdev
-	r.u64() // fsid
-	a.fileid = r.u64()
-	a.atime = [2]uint32{r.u32(), r.u32()}
-	a.mtime = [2]uint32{r.u32(), r.u32()}
-	a.ctime = [2]uint32{r.u32(), r.u32()}
+	a.typ = r.Uint32()
+	a.mode = r.Uint32()
+	a.nlink = r.Uint32()
+	a.uid = r.Uint32()
+	a.gid = r.Uint32()
+	a.size = r.Uint64()
+	r.Uint64() // used
+	r.Uint64() // rdev
+	r.Uint64() // fsid
+	a.fileid = r.Uint64()
+	a.atime = [2]uint32{r.Uint32(), r.Uint32()}
+	a.mtime = [2]uint32{r.Uint32(), r.Uint32()}
+	a.ctime = [2]uint32{r.Uint32(), r.Uint32()}
 	return a
 }
 
-func readPostOpAttr(r *xdrReader) *fattr {
-	if r.u32() == 0 {
+func readPostOpAttr(r *xdr.Decoder) *fattr {
+	if r.Uint32() == 0 {
 		return nil
 	}
 	a := readFattr(r)
 	return &a
 }
 
-func skipWcc(r *xdrReader) {
-	if r.u32() != 0 {
-		r.fixed(24)
+func skipWcc(r *xdr.Decoder) {
+	if r.Uint32() != 0 {
+		r.Fixed(24)
 	}
 	readPostOpAttr(r)
 }
@@ -225,16 +227,16 @@ func skipWcc(r *xdrReader) {
 func (c *testClient) mount(path string) (uint32, []byte) {
 	c.t.Helper()
 	a := args()
-	a.opaque([]byte(path))
-	rep := c.call(progMount, versMount, mountMnt, asRoot, a.b)
-	r := &xdrReader{b: rep.body}
-	st := r.u32()
+	a.Opaque([]byte(path))
+	rep := c.call(progMount, versMount, mountMnt, asRoot, a.Buf)
+	r := decoder(rep.body)
+	st := r.Uint32()
 	if st != 0 {
 		return st, nil
 	}
-	fh := r.opaque(maxFH)
-	n := r.u32()
-	if n != 1 || r.u32() != authSys {
+	fh := r.Opaque(maxFH)
+	n := r.Uint32()
+	if n != 1 || r.Uint32() != authSys {
 		c.t.Fatalf("MNT flavors: want [AUTH_SYS]")
 	}
 	return st, fh
@@ -249,64 +251,64 @@ func (c *testClient) root() []byte {
 	return fh
 }
 
-func dirop(fh []byte, name string) *xdrWriter {
+func dirop(fh []byte, name string) *xdr.Encoder {
 	a := args()
-	a.opaque(fh)
-	a.opaque([]byte(name))
+	a.Opaque(fh)
+	a.Opaque([]byte(name))
 	return a
 }
 
 func (c *testClient) lookup(cr *sysCred, dir []byte, name string) (uint32, []byte) {
 	c.t.Helper()
 	r := c.nfs(nfsLookup, cr, dirop(dir, name))
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		return st, nil
 	}
-	return nfs3OK, r.opaque(maxFH)
+	return nfs3OK, r.Opaque(maxFH)
 }
 
 func (c *testClient) getattr(cr *sysCred, fh []byte) (uint32, fattr) {
 	c.t.Helper()
 	a := args()
-	a.opaque(fh)
+	a.Opaque(fh)
 	r := c.nfs(nfsGetattr, cr, a)
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		return st, fattr{}
 	}
 	return nfs3OK, readFattr(r)
 }
 
-func writeSattr(a *xdrWriter, mode int64) {
+func writeSattr(a *xdr.Encoder, mode int64) {
 	if mode >= 0 {
-		a.u32(1)
-		a.u32(uint32(mode))
+		a.Uint32(1)
+		a.Uint32(uint32(mode))
 	} else {
-		a.u32(0)
+		a.Uint32(0)
 	}
-	a.u32(0) // uid
-	a.u32(0) // gid
-	a.u32(0) // size
-	a.u32(0) // atime
-	a.u32(0) // mtime
+	a.Uint32(0) // uid
+	a.Uint32(0) // gid
+	a.Uint32(0) // size
+	a.Uint32(0) // atime
+	a.Uint32(0) // mtime
 }
 
 func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mode int64) (uint32, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
-	a.u32(how)
+	a.Uint32(how)
 	if how == createExclusive {
-		a.u64(42)
+		a.Uint64(42)
 	} else {
 		writeSattr(a, mode)
 	}
 	r := c.nfs(nfsCreate, cr, a)
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		return st, nil
 	}
-	if r.u32() == 0 {
+	if r.Uint32() == 0 {
 		c.t.Fatalf("CREATE: no handle")
 	}
-	return nfs3OK, r.opaque(maxFH)
+	return nfs3OK, r.Opaque(maxFH)
 }
 
 func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (uint32, []byte) {
@@ -314,11 +316,11 @@ func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (ui
 	a := dirop(dir, name)
 	writeSattr(a, mode)
 	r := c.nfs(nfsMkdir, cr, a)
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		return st, nil
 	}
-	r.u32()
-	return nfs3OK, r.opaque(maxFH)
+	r.Uint32()
+	return nfs3OK, r.Opaque(maxFH)
 }
 
 type writeRes struct {
@@ -329,18 +331,18 @@ type writeRes struct {
 func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stable uint32) writeRes {
 	c.t.Helper()
 	a := args()
-	a.opaque(fh)
-	a.u64(off)
-	a.u32(uint32(len(data)))
-	a.u32(stable)
-	a.opaque(data)
+	a.Opaque(fh)
+	a.Uint64(off)
+	a.Uint32(uint32(len(data)))
+	a.Uint32(stable)
+	a.Opaque(data)
 	r := c.nfs(nfsWrite, cr, a)
-	res := writeRes{status: r.u32()}
+	res := writeRes{status: r.Uint32()}
 	skipWcc(r)
 	if res.status == nfs3OK {
-		res.count = r.u32()
-		res.committed = r.u32()
-		res.verf = r.fixed(8)
+		res.count = r.Uint32()
+		res.committed = r.Uint32()
+		res.verf = r.Fixed(8)
 	}
 	return res
 }
@@ -348,58 +350,58 @@ func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stab
 func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (uint32, []byte, bool) {
 	c.t.Helper()
 	a := args()
-	a.opaque(fh)
-	a.u64(off)
-	a.u32(count)
+	a.Opaque(fh)
+	a.Uint64(off)
+	a.Uint32(count)
 	r := c.nfs(nfsRead, cr, a)
-	st := r.u32()
+	st := r.Uint32()
 	readPostOpAttr(r)
 	if st != nfs3OK {
 		return st, nil, false
 	}
-	r.u32() // count
-	eof := r.u32() != 0
-	return st, r.opaque(1 << 30), eof
+	r.Uint32() // count
+	eof := r.Uint32() != 0
+	return st, r.Opaque(1 << 30), eof
 }
 
 func (c *testClient) commit(cr *sysCred, fh []byte) (uint32, []byte) {
 	c.t.Helper()
 	a := args()
-	a.opaque(fh)
-	a.u64(0)
-	a.u32(0)
+	a.Opaque(fh)
+	a.Uint64(0)
+	a.Uint32(0)
 	r := c.nfs(nfsCommit, cr, a)
-	st := r.u32()
+	st := r.Uint32()
 	skipWcc(r)
 	if st != nfs3OK {
 		return st, nil
 	}
-	return st, r.fixed(8)
+	return st, r.Fixed(8)
 }
 
 func (c *testClient) access(cr *sysCred, fh []byte, mask uint32) (uint32, uint32) {
 	c.t.Helper()
 	a := args()
-	a.opaque(fh)
-	a.u32(mask)
+	a.Opaque(fh)
+	a.Uint32(mask)
 	r := c.nfs(nfsAccess, cr, a)
-	st := r.u32()
+	st := r.Uint32()
 	readPostOpAttr(r)
 	if st != nfs3OK {
 		return st, 0
 	}
-	return st, r.u32()
+	return st, r.Uint32()
 }
 
 // status makes a call whose result starts with an nfsstat3 and returns it.
-func (c *testClient) status(proc uint32, cr *sysCred, a *xdrWriter) uint32 {
+func (c *testClient) status(proc uint32, cr *sysCred, a *xdr.Encoder) uint32 {
 	c.t.Helper()
-	return c.nfs(proc, cr, a).u32()
+	return c.nfs(proc, cr, a).Uint32()
 }
 
-func fhArg(fh []byte) *xdrWriter {
+func fhArg(fh []byte) *xdr.Encoder {
 	a := args()
-	a.opaque(fh)
+	a.Opaque(fh)
 	return a
 }
 
@@ -414,33 +416,33 @@ type dirEntry struct {
 func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []byte, dircount, maxcount uint32) (uint32, []dirEntry, []byte, bool) {
 	c.t.Helper()
 	a := args()
-	a.opaque(dir)
-	a.u64(cookie)
-	a.b = append(a.b, verf...)
-	a.u32(dircount)
-	a.u32(maxcount)
+	a.Opaque(dir)
+	a.Uint64(cookie)
+	a.Buf = append(a.Buf, verf...)
+	a.Uint32(dircount)
+	a.Uint32(maxcount)
 	r := c.nfs(nfsReaddirplus, cr, a)
-	st := r.u32()
+	st := r.Uint32()
 	readPostOpAttr(r)
 	if st != nfs3OK {
 		return st, nil, nil, false
 	}
-	newVerf := r.fixed(8)
+	newVerf := r.Fixed(8)
 	var ents []dirEntry
-	for r.u32() != 0 {
+	for r.Uint32() != 0 {
 		var e dirEntry
-		e.fileid = r.u64()
-		e.name = string(r.opaque(maxName))
-		e.cookie = r.u64()
+		e.fileid = r.Uint64()
+		e.name = string(r.Opaque(maxName))
+		e.cookie = r.Uint64()
 		e.attr = readPostOpAttr(r)
-		if r.u32() != 0 {
-			e.fh = r.opaque(maxFH)
+		if r.Uint32() != 0 {
+			e.fh = r.Opaque(maxFH)
 		}
 		ents = append(ents, e)
 	}
-	eof := r.u32() != 0
-	if r.err != nil {
-		c.t.Fatalf("READDIRPLUS reply: %v", r.err)
+	eof := r.Uint32() != 0
+	if r.Err() != nil {
+		c.t.Fatalf("READDIRPLUS reply: %v", r.Err())
 	}
 	return st, ents, newVerf, eof
 }
@@ -454,4 +456,10 @@ func ownerOf(t testing.TB, path string) (uint32, uint32) {
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	return st.Uid, st.Gid
+}
+
+// decoder returns a decoder of b that callers share by pointer.
+func decoder(b []byte) *xdr.Decoder {
+	d := xdr.NewDecoder(b)
+	return &d
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"syscall"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // nfsstat3 values (RFC 1813).
@@ -96,11 +98,11 @@ var resfailWords = [nfsMaxProc + 1]int{
 // nfsErrorReply is a complete failure reply for an NFS procedure.
 func nfsErrorReply(xid, proc, status uint32) []byte {
 	w := successHeader(xid)
-	w.u32(status)
+	w.Uint32(status)
 	for i := 0; i < resfailWords[proc]; i++ {
-		w.u32(0)
+		w.Uint32(0)
 	}
-	return w.b
+	return w.Buf
 }
 
 // fixReply corrects a reply go-nfs produced, in place where it can.
@@ -122,18 +124,18 @@ func fixReply(c *call, rec []byte) []byte {
 	if c.rpc.prog != progNFS {
 		return rec
 	}
-	r := xdrReader{b: rec}
-	r.u32() // xid
-	r.u32() // REPLY
-	if r.u32() != msgAccepted {
+	r := xdr.NewDecoder(rec)
+	r.Uint32() // xid
+	r.Uint32() // REPLY
+	if r.Uint32() != msgAccepted {
 		return rec
 	}
-	r.u32()
-	r.opaque(maxAuthBytes)
-	stat := r.u32()
-	statusAt := r.off
-	status := r.u32()
-	if r.err != nil && stat != acceptSystemErr {
+	r.Uint32()
+	r.Opaque(maxAuthBytes)
+	stat := r.Uint32()
+	statusAt := r.Offset()
+	status := r.Uint32()
+	if r.Err() != nil && stat != acceptSystemErr {
 		return rec
 	}
 	cause := statusOf(c.fsErr)
@@ -149,15 +151,15 @@ func fixReply(c *call, rec []byte) []byte {
 		}
 	case c.rpc.proc == nfsWrite:
 		// WRITE3resok: wcc_data, count, committed, verifier.
-		if r.u32() != 0 {
-			r.fixed(24) // wcc_attr
+		if r.Uint32() != 0 {
+			r.Fixed(24) // wcc_attr
 		}
-		if r.u32() != 0 {
-			r.fixed(84) // fattr3
+		if r.Uint32() != 0 {
+			r.Fixed(84) // fattr3
 		}
-		r.u32() // count
-		at := r.off
-		if r.u32(); r.err == nil {
+		r.Uint32() // count
+		at := r.Offset()
+		if r.Uint32(); r.Err() == nil {
 			binary.BigEndian.PutUint32(rec[at:], c.args.stable)
 		}
 	}

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // ONC RPC (RFC 5531) and program numbers the front knows.
@@ -78,41 +80,41 @@ type rpcCall struct {
 // RPC-level refusal), or errNotCall. It never panics and allocates only the
 // credential's group list (at most maxAuthGroups entries).
 func parseCall(msg []byte) (*rpcCall, []byte, error) {
-	r := xdrReader{b: msg}
-	xid := r.u32()
-	mtype := r.u32()
-	if r.err != nil || mtype != msgCall {
+	r := xdr.NewDecoder(msg)
+	xid := r.Uint32()
+	mtype := r.Uint32()
+	if r.Err() != nil || mtype != msgCall {
 		return nil, nil, errNotCall
 	}
-	if v := r.u32(); r.err == nil && v != rpcVersion {
+	if v := r.Uint32(); r.Err() == nil && v != rpcVersion {
 		return nil, deniedReply(xid, rejectRPCMismatch, rpcVersion, rpcVersion), nil
 	}
 	c := &rpcCall{xid: xid}
-	c.prog = r.u32()
-	c.vers = r.u32()
-	c.proc = r.u32()
-	credFlavor := r.u32()
-	credLen := r.u32()
-	if r.err != nil {
+	c.prog = r.Uint32()
+	c.vers = r.Uint32()
+	c.proc = r.Uint32()
+	credFlavor := r.Uint32()
+	credLen := r.Uint32()
+	if r.Err() != nil {
 		return nil, nil, errNotCall
 	}
 	if credLen > maxAuthBytes {
 		return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
 	}
-	credBody := r.fixed(int(credLen))
-	r.u32() // verifier flavor: AUTH_NONE and AUTH_SYS calls carry no verifier worth checking
-	verfLen := r.u32()
-	if r.err != nil {
+	credBody := r.Fixed(int(credLen))
+	r.Uint32() // verifier flavor: AUTH_NONE and AUTH_SYS calls carry no verifier worth checking
+	verfLen := r.Uint32()
+	if r.Err() != nil {
 		return nil, nil, errNotCall
 	}
 	if verfLen > maxAuthBytes {
 		return nil, deniedReply(xid, rejectAuthError, authBadVerf), nil
 	}
-	r.fixed(int(verfLen))
-	if r.err != nil || r.off < minCallLen {
+	r.Fixed(int(verfLen))
+	if r.Err() != nil || r.Offset() < minCallLen {
 		return nil, nil, errNotCall
 	}
-	c.args = msg[r.off:]
+	c.args = msg[r.Offset():]
 
 	switch credFlavor {
 	case authNone:
@@ -151,20 +153,20 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 // parseAuthSys decodes an authsys_parms body. The body must be exactly one
 // well-formed authsys_parms: anything else is AUTH_BADCRED.
 func parseAuthSys(body []byte) (cred, bool) {
-	r := xdrReader{b: body}
-	r.u32() // stamp
-	r.opaque(maxMachineName)
-	uid := r.u32()
-	gid := r.u32()
-	n := r.u32()
-	if r.err != nil || n > maxAuthGroups {
+	r := xdr.NewDecoder(body)
+	r.Uint32() // stamp
+	r.Opaque(maxMachineName)
+	uid := r.Uint32()
+	gid := r.Uint32()
+	n := r.Uint32()
+	if r.Err() != nil || n > maxAuthGroups {
 		return cred{}, false
 	}
 	groups := make([]int, 0, n)
 	for i := uint32(0); i < n; i++ {
-		groups = append(groups, int(idOrNobody(r.u32())))
+		groups = append(groups, int(idOrNobody(r.Uint32())))
 	}
-	if r.err != nil || r.off != len(body) {
+	if r.Err() != nil || r.Offset() != len(body) {
 		return cred{}, false
 	}
 	return cred{uid: idOrNobody(uid), gid: idOrNobody(gid), groups: groups}, true
@@ -185,36 +187,36 @@ func nobodyCred() cred { return cred{uid: nobody, gid: nobody} }
 // followed by the given words (the body for acceptSuccess, or the version
 // range for acceptProgMismatch).
 func acceptedReply(xid, stat uint32, words ...uint32) []byte {
-	w := xdrWriter{b: make([]byte, 0, 24+4*len(words))}
-	w.u32(xid)
-	w.u32(msgReply)
-	w.u32(msgAccepted)
-	w.u32(authNone)
-	w.u32(0)
-	w.u32(stat)
+	w := xdr.Encoder{Buf: make([]byte, 0, 24+4*len(words))}
+	w.Uint32(xid)
+	w.Uint32(msgReply)
+	w.Uint32(msgAccepted)
+	w.Uint32(authNone)
+	w.Uint32(0)
+	w.Uint32(stat)
 	for _, v := range words {
-		w.u32(v)
+		w.Uint32(v)
 	}
-	return w.b
+	return w.Buf
 }
 
 // deniedReply builds a MSG_DENIED reply: RPC_MISMATCH with the version
 // range, or AUTH_ERROR with an auth_stat.
 func deniedReply(xid, stat uint32, words ...uint32) []byte {
-	w := xdrWriter{}
-	w.u32(xid)
-	w.u32(msgReply)
-	w.u32(msgDenied)
-	w.u32(stat)
+	w := xdr.Encoder{}
+	w.Uint32(xid)
+	w.Uint32(msgReply)
+	w.Uint32(msgDenied)
+	w.Uint32(stat)
 	for _, v := range words {
-		w.u32(v)
+		w.Uint32(v)
 	}
-	return w.b
+	return w.Buf
 }
 
 // successHeader starts a successful reply; the procedure's result follows.
-func successHeader(xid uint32) *xdrWriter {
-	return &xdrWriter{b: acceptedReply(xid, acceptSuccess)}
+func successHeader(xid uint32) *xdr.Encoder {
+	return &xdr.Encoder{Buf: acceptedReply(xid, acceptSuccess)}
 }
 
 // inlineReply answers the calls that need neither the filesystem nor a
@@ -237,11 +239,11 @@ func inlineReply(c *rpcCall) []byte {
 	case mountExport:
 		// One export, "/", with no group restrictions.
 		w := successHeader(c.xid)
-		w.bool(true)
-		w.opaque([]byte("/"))
-		w.bool(false) // groups: empty list
-		w.bool(false) // no further export
-		return w.b
+		w.Bool(true)
+		w.Opaque([]byte("/"))
+		w.Bool(false) // groups: empty list
+		w.Bool(false) // no further export
+		return w.Buf
 	}
 	return nil
 }
@@ -254,14 +256,14 @@ func mountReply(xid uint32, dirpath string, rootHandle []byte) []byte {
 	const mnt3ErrNoEnt = 2
 	w := successHeader(xid)
 	if dirpath != "/" {
-		w.u32(mnt3ErrNoEnt)
-		return w.b
+		w.Uint32(mnt3ErrNoEnt)
+		return w.Buf
 	}
-	w.u32(0)
-	w.opaque(rootHandle)
-	w.u32(1) // auth_flavors: [AUTH_SYS]
-	w.u32(authSys)
-	return w.b
+	w.Uint32(0)
+	w.Opaque(rootHandle)
+	w.Uint32(1) // auth_flavors: [AUTH_SYS]
+	w.Uint32(authSys)
+	return w.Buf
 }
 
 // garbageArgs is the reply to a call whose arguments do not decode.

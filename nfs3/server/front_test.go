@@ -9,7 +9,7 @@ import (
 // never panic, and what they accept must lie inside the message.
 func FuzzCallHeader(f *testing.F) {
 	f.Add(encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil))
-	f.Add(encodeCall(2, progNFS, versNFS, nfsLookup, &sysCred{uid: 5, gid: 6, groups: []uint32{7, 8}}, dirop([]byte("12345678"), "name").b))
+	f.Add(encodeCall(2, progNFS, versNFS, nfsLookup, &sysCred{uid: 5, gid: 6, groups: []uint32{7, 8}}, dirop([]byte("12345678"), "name").Buf))
 	f.Add(encodeCall(3, progMount, versMount, mountMnt, asNone, []byte{0, 0, 0, 1, '/', 0, 0, 0}))
 	f.Add(encodeCall(4, progNFS, versNFS, nfsSetattr, asRoot, bytes.Repeat([]byte{0, 0, 0, 1}, 20)))
 	f.Add(encodeCall(5, progNFS, versNFS, nfsReaddirplus, asRoot, bytes.Repeat([]byte{0xff}, 40)))

@@ -5,6 +5,8 @@ import (
 
 	nfs "github.com/willscott/go-nfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // READ and WRITE are the data path, served by the worker itself: a READ
@@ -116,12 +118,12 @@ func (w *worker) readFD(xid uint32, rel string, fd int, a *nfsArgs) []byte {
 	eof := a.offset+uint64(n) >= st.Size
 
 	head := successHeader(xid)
-	head.u32(nfs3OK)
+	head.Uint32(nfs3OK)
 	putPostOpAttr(head, rel, &st)
-	head.u32(uint32(n))
-	head.bool(eof)
-	head.u32(uint32(n))
-	copy(reply, head.b)
+	head.Uint32(uint32(n))
+	head.Bool(eof)
+	head.Uint32(uint32(n))
+	copy(reply, head.Buf)
 	w.placement = Placement{Off: readReplyHead, Len: n}
 	reply = append(reply[:readReplyHead+n], zeroPad[:(4-n&3)&3]...)
 	// The reply goes out before w.answer returns (Session.reply), so the
@@ -184,24 +186,24 @@ func (w *worker) writeFD(xid uint32, rel string, fd int, a *nfsArgs) []byte {
 	afterErr := statFD(fd, &after)
 
 	out := successHeader(xid)
-	out.u32(nfs3OK)
+	out.Uint32(nfs3OK)
 	// wcc_data: what the file was before, and its attributes now.
-	out.bool(true)
-	out.u64(before.Size)
+	out.Bool(true)
+	out.Uint64(before.Size)
 	mtime := nfs.ToNFSTime(newFileInfo("", &before).ModTime())
-	out.u32(mtime.Seconds)
-	out.u32(mtime.Nseconds)
-	out.u32(mtime.Seconds) // go-nfs's ctime is the mtime
-	out.u32(mtime.Nseconds)
+	out.Uint32(mtime.Seconds)
+	out.Uint32(mtime.Nseconds)
+	out.Uint32(mtime.Seconds) // go-nfs's ctime is the mtime
+	out.Uint32(mtime.Nseconds)
 	if afterErr == nil {
 		putPostOpAttr(out, rel, &after)
 	} else {
-		out.bool(false)
+		out.Bool(false)
 	}
-	out.u32(uint32(n))
-	out.u32(a.stable)
-	out.b = append(out.b, w.ss.srv.verifier[:]...)
-	return out.b
+	out.Uint32(uint32(n))
+	out.Uint32(a.stable)
+	out.Buf = append(out.Buf, w.ss.srv.verifier[:]...)
+	return out.Buf
 }
 
 // statFD gets the attributes of an open file.
@@ -211,22 +213,22 @@ func statFD(fd int, st *unix.Statx_t) error {
 
 // putPostOpAttr encodes present attributes as go-nfs's encoder would (its
 // FileAttribute, field by field), without reflection.
-func putPostOpAttr(w *xdrWriter, rel string, st *unix.Statx_t) {
+func putPostOpAttr(w *xdr.Encoder, rel string, st *unix.Statx_t) {
 	fa := nfs.ToFileAttribute(newFileInfo(baseName(rel), st), rel)
-	w.bool(true)
-	w.u32(uint32(fa.Type))
-	w.u32(fa.FileMode)
-	w.u32(fa.Nlink)
-	w.u32(fa.UID)
-	w.u32(fa.GID)
-	w.u64(fa.Filesize)
-	w.u64(fa.Used)
-	w.u32(fa.SpecData[0])
-	w.u32(fa.SpecData[1])
-	w.u64(fa.FSID)
-	w.u64(fa.Fileid)
+	w.Bool(true)
+	w.Uint32(uint32(fa.Type))
+	w.Uint32(fa.FileMode)
+	w.Uint32(fa.Nlink)
+	w.Uint32(fa.UID)
+	w.Uint32(fa.GID)
+	w.Uint64(fa.Filesize)
+	w.Uint64(fa.Used)
+	w.Uint32(fa.SpecData[0])
+	w.Uint32(fa.SpecData[1])
+	w.Uint64(fa.FSID)
+	w.Uint64(fa.Fileid)
 	for _, t := range []nfs.FileTime{fa.Atime, fa.Mtime, fa.Ctime} {
-		w.u32(t.Seconds)
-		w.u32(t.Nseconds)
+		w.Uint32(t.Seconds)
+		w.Uint32(t.Nseconds)
 	}
 }

@@ -98,12 +98,12 @@ func (w *worker) access(xid uint32, rel string, mask uint32) []byte {
 	}
 	granted, err := w.fs.access(rel, fi.IsDir(), mask)
 	out := successHeader(xid)
-	out.u32(statusOf(err))
+	out.Uint32(statusOf(err))
 	nfs.WritePostOpAttrs(out, nfs.ToFileAttribute(fi, rel))
 	if err == nil {
-		out.u32(granted)
+		out.Uint32(granted)
 	}
-	return out.b
+	return out.Buf
 }
 
 // access asks the kernel, as the caller, which of the requested ACCESS3 bits
@@ -160,9 +160,9 @@ func (w *worker) setattr(xid uint32, rel string, a *nfsArgs) []byte {
 		status = statusOf(w.fs.setattr(rel, &a.sattr))
 	}
 	out := successHeader(xid)
-	out.u32(status)
+	out.Uint32(status)
 	nfs.WriteWcc(out, pre.AsCache(), w.fs.attrs(rel))
-	return out.b
+	return out.Buf
 }
 
 // setattr applies a sattr3 in the order that keeps each change: size first
@@ -283,17 +283,17 @@ func (w *worker) create(xid, proc uint32, dir string, a *nfsArgs, mk func(rel st
 		err = w.fs.setattr(rel, &rest)
 	}
 	out := successHeader(xid)
-	out.u32(statusOf(err))
+	out.Uint32(statusOf(err))
 	if err == nil {
 		fh, herr := w.ss.srv.handleFor(rel)
-		out.bool(herr == nil)
+		out.Bool(herr == nil)
 		if herr == nil {
-			out.opaque(fh)
+			out.Opaque(fh)
 		}
 		nfs.WritePostOpAttrs(out, w.fs.attrs(rel))
 	}
 	nfs.WriteWcc(out, dirPre, w.fs.attrs(dir))
-	return out.b
+	return out.Buf
 }
 
 func (w *worker) link(xid uint32, file, dir, name string) []byte {
@@ -303,10 +303,10 @@ func (w *worker) link(xid uint32, file, dir, name string) []byte {
 		status = statusOf(w.fs.Link(file, joinRel(dir, name)))
 	}
 	out := successHeader(xid)
-	out.u32(status)
+	out.Uint32(status)
 	nfs.WritePostOpAttrs(out, w.fs.attrs(file))
 	nfs.WriteWcc(out, dirPre, w.fs.attrs(dir))
-	return out.b
+	return out.Buf
 }
 
 // commit syncs the whole file (COMMIT's range is advisory). Nothing needs
@@ -327,12 +327,12 @@ func (w *worker) commit(xid uint32, rel string) []byte {
 		})
 	}
 	out := successHeader(xid)
-	out.u32(statusOf(err))
+	out.Uint32(statusOf(err))
 	nfs.WriteWcc(out, nil, w.fs.attrs(rel))
 	if err == nil {
-		out.b = append(out.b, w.ss.srv.verifier[:]...)
+		out.Buf = append(out.Buf, w.ss.srv.verifier[:]...)
 	}
-	return out.b
+	return out.Buf
 }
 
 // FSINFO3 properties.
@@ -345,20 +345,20 @@ const (
 
 func (w *worker) fsinfo(xid uint32, rel string) []byte {
 	out := successHeader(xid)
-	out.u32(nfs3OK)
+	out.Uint32(nfs3OK)
 	nfs.WritePostOpAttrs(out, w.fs.attrs(rel))
-	out.u32(maxIO)    // rtmax
-	out.u32(maxIO)    // rtpref
-	out.u32(4096)     // rtmult
-	out.u32(maxIO)    // wtmax
-	out.u32(maxIO)    // wtpref
-	out.u32(4096)     // wtmult
-	out.u32(64 << 10) // dtpref
-	out.u64(math.MaxInt64)
-	out.u32(0) // time_delta: 1 ns
-	out.u32(1)
-	out.u32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)
-	return out.b
+	out.Uint32(maxIO)    // rtmax
+	out.Uint32(maxIO)    // rtpref
+	out.Uint32(4096)     // rtmult
+	out.Uint32(maxIO)    // wtmax
+	out.Uint32(maxIO)    // wtpref
+	out.Uint32(4096)     // wtmult
+	out.Uint32(64 << 10) // dtpref
+	out.Uint64(math.MaxInt64)
+	out.Uint32(0) // time_delta: 1 ns
+	out.Uint32(1)
+	out.Uint32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)
+	return out.Buf
 }
 
 func (w *worker) pathconf(xid uint32, rel string) []byte {
@@ -368,13 +368,13 @@ func (w *worker) pathconf(xid uint32, rel string) []byte {
 		nameMax = uint32(sfs.Namelen)
 	}
 	out := successHeader(xid)
-	out.u32(nfs3OK)
+	out.Uint32(nfs3OK)
 	nfs.WritePostOpAttrs(out, w.fs.attrs(rel))
-	out.u32(255) // linkmax: a conservative figure, as knfsd reports by default
-	out.u32(nameMax)
-	out.bool(true)  // no_trunc: long names are refused, not cut
-	out.bool(true)  // chown_restricted
-	out.bool(false) // case_insensitive
-	out.bool(true)  // case_preserving
-	return out.b
+	out.Uint32(255) // linkmax: a conservative figure, as knfsd reports by default
+	out.Uint32(nameMax)
+	out.Bool(true)  // no_trunc: long names are refused, not cut
+	out.Bool(true)  // chown_restricted
+	out.Bool(false) // case_insensitive
+	out.Bool(true)  // case_preserving
+	return out.Buf
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 func TestMountExportNull(t *testing.T) {
@@ -31,8 +33,8 @@ func TestMountExportNull(t *testing.T) {
 	}
 
 	rep := c.call(progMount, versMount, mountExport, asRoot, nil)
-	r := &xdrReader{b: rep.body}
-	if r.u32() != 1 || string(r.opaque(maxMountPath)) != "/" || r.u32() != 0 || r.u32() != 0 || r.err != nil || r.off != len(rep.body) {
+	r := decoder(rep.body)
+	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
 	if rep := c.call(progMount, versMount, mountDump, asRoot, nil); rep.stat != acceptSuccess || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
@@ -131,29 +133,29 @@ func TestReaddir(t *testing.T) {
 	cookie, verf := uint64(0), make([]byte, 8)
 	for pages := 0; ; pages++ {
 		a := fhArg(rootFH)
-		a.u64(cookie)
-		a.b = append(a.b, verf...)
-		a.u32(1024)
+		a.Uint64(cookie)
+		a.Buf = append(a.Buf, verf...)
+		a.Uint32(1024)
 		r := c.nfs(nfsReaddir, asRoot, a)
-		if st := r.u32(); st != nfs3OK {
+		if st := r.Uint32(); st != nfs3OK {
 			t.Fatalf("READDIR: %d", st)
 		}
 		readPostOpAttr(r)
-		verf = r.fixed(8)
-		for r.u32() != 0 {
-			r.u64()
-			name := string(r.opaque(maxName))
-			cookie = r.u64()
+		verf = r.Fixed(8)
+		for r.Uint32() != 0 {
+			r.Uint64()
+			name := string(r.Opaque(maxName))
+			cookie = r.Uint64()
 			if got[name] {
 				t.Fatalf("%s listed twice", name)
 			}
 			got[name] = true
 		}
-		if r.u32() != 0 {
+		if r.Uint32() != 0 {
 			break
 		}
-		if pages > 100 || r.err != nil {
-			t.Fatalf("READDIR does not end: %v", r.err)
+		if pages > 100 || r.Err() != nil {
+			t.Fatalf("READDIR does not end: %v", r.Err())
 		}
 	}
 	if len(got) != len(want) {
@@ -259,7 +261,7 @@ func TestStaleHandles(t *testing.T) {
 		}
 	}
 	// A handle longer than NFS3_FHSIZE does not even decode.
-	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).b)
+	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).Buf)
 	if rep.replyStat != msgAccepted || rep.stat != acceptGarbageArgs {
 		t.Errorf("GETATTR with a 68-byte handle: %+v, want GARBAGE_ARGS", rep)
 	}
@@ -381,11 +383,11 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	rootFH := c.root()
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		c.send(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).b)
+		c.send(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf)
 	}
 	for i := 0; i < n; i++ {
 		rep, err := c.readReply()
-		if err != nil || rep.stat != acceptSuccess || (&xdrReader{b: rep.body}).u32() != nfs3OK {
+		if err != nil || rep.stat != acceptSuccess || decoder(rep.body).Uint32() != nfs3OK {
 			t.Fatalf("reply %d: %+v %v", i, rep, err)
 		}
 	}
@@ -415,7 +417,7 @@ func TestWorkerReplacement(t *testing.T) {
 	}
 	c := dialServer(t, serveOn(t, srv))
 	rootFH := c.root()
-	c.sendRecord(encodeCall(doomed, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).b))
+	c.sendRecord(encodeCall(doomed, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
 	for i := 0; i < 3; i++ {
 		if st, _ := c.getattr(asRoot, rootFH); st != nfs3OK {
 			t.Fatalf("GETATTR after the worker died: %d", st)
@@ -471,7 +473,7 @@ func TestGarbageInput(t *testing.T) {
 	// stays usable.
 	c := dialServer(t, addr)
 	rootFH := c.root()
-	truncated := fhArg(rootFH).b
+	truncated := fhArg(rootFH).Buf
 	for _, tc := range []struct {
 		proc uint32
 		args []byte
@@ -480,8 +482,8 @@ func TestGarbageInput(t *testing.T) {
 		{nfsLookup, truncated},
 		{nfsRead, truncated},
 		{nfsWrite, append(append([]byte{}, truncated...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff)},
-		{nfsCreate, append(dirop(rootFH, "x").b, 0, 0, 0, 9)},
-		{nfsMknod, append(dirop(rootFH, "x").b, 0, 0, 0, 99)},
+		{nfsCreate, append(dirop(rootFH, "x").Buf, 0, 0, 0, 9)},
+		{nfsMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
 	} {
 		rep := c.call(progNFS, versNFS, tc.proc, asRoot, tc.args)
 		if rep.replyStat != msgAccepted || rep.stat != acceptGarbageArgs {
@@ -524,8 +526,8 @@ func TestRPCRefusals(t *testing.T) {
 			t.Errorf("%s: %+v", tc.name, rep)
 		}
 		if tc.checkVersionRange {
-			r := &xdrReader{b: rep.body}
-			if lo, hi := r.u32(), r.u32(); lo != tc.low || hi != tc.high {
+			r := decoder(rep.body)
+			if lo, hi := r.Uint32(), r.Uint32(); lo != tc.low || hi != tc.high {
 				t.Errorf("%s: versions %d..%d", tc.name, lo, hi)
 			}
 		}
@@ -533,36 +535,36 @@ func TestRPCRefusals(t *testing.T) {
 
 	// Unsupported flavors and malformed AUTH_SYS bodies: AUTH_BADCRED.
 	authCall := func(flavor uint32, body []byte) []byte {
-		w := &xdrWriter{}
-		w.u32(9)
-		w.u32(msgCall)
-		w.u32(rpcVersion)
-		w.u32(progNFS)
-		w.u32(versNFS)
-		w.u32(nfsNull)
-		w.u32(flavor)
-		w.opaque(body)
-		w.u32(authNone)
-		w.u32(0)
-		return w.b
+		w := &xdr.Encoder{}
+		w.Uint32(9)
+		w.Uint32(msgCall)
+		w.Uint32(rpcVersion)
+		w.Uint32(progNFS)
+		w.Uint32(versNFS)
+		w.Uint32(nfsNull)
+		w.Uint32(flavor)
+		w.Opaque(body)
+		w.Uint32(authNone)
+		w.Uint32(0)
+		return w.Buf
 	}
 	goodSys := encodeCall(1, 0, 0, 0, &sysCred{uid: 1, gid: 1, groups: []uint32{2}}, nil)[28:]
 	goodSys = goodSys[4 : len(goodSys)-8]
-	tooMany := &xdrWriter{}
-	tooMany.u32(0)
-	tooMany.opaque([]byte("h"))
-	tooMany.u32(1)
-	tooMany.u32(1)
-	tooMany.u32(17)
+	tooMany := &xdr.Encoder{}
+	tooMany.Uint32(0)
+	tooMany.Opaque([]byte("h"))
+	tooMany.Uint32(1)
+	tooMany.Uint32(1)
+	tooMany.Uint32(17)
 	for i := 0; i < 17; i++ {
-		tooMany.u32(5)
+		tooMany.Uint32(5)
 	}
 	for name, m := range map[string][]byte{
 		"AUTH_DH":            authCall(3, nil),
 		"RPCSEC_GSS":         authCall(6, []byte{0, 0, 0, 1}),
 		"AUTH_SYS truncated": authCall(authSys, goodSys[:len(goodSys)-4]),
 		"AUTH_SYS trailing":  authCall(authSys, append(append([]byte{}, goodSys...), 0, 0, 0, 0)),
-		"AUTH_SYS 17 groups": authCall(authSys, tooMany.b),
+		"AUTH_SYS 17 groups": authCall(authSys, tooMany.Buf),
 	} {
 		c.sendRecord(m)
 		rep, err := c.readReply()
@@ -666,8 +668,8 @@ func TestErrorStatuses(t *testing.T) {
 	check("MKDIR without permission", st, nfs3ErrAcces)
 	rename := func(from, to string) uint32 {
 		a := dirop(rootFH, from)
-		a.opaque(rootFH)
-		a.opaque([]byte(to))
+		a.Opaque(rootFH)
+		a.Opaque([]byte(to))
 		return c.status(nfsRename, asRoot, a)
 	}
 	os.Mkdir(filepath.Join(root, "empty"), 0o755)
@@ -705,39 +707,39 @@ func TestSetattr(t *testing.T) {
 	c := dialServer(t, addr)
 	fh := c.mustLookup(c.root(), "f")
 
-	setattr := func(cr *sysCred, fill func(*xdrWriter), guard *[2]uint32) uint32 {
+	setattr := func(cr *sysCred, fill func(*xdr.Encoder), guard *[2]uint32) uint32 {
 		a := fhArg(fh)
 		fill(a)
 		if guard != nil {
-			a.u32(1)
-			a.u32(guard[0])
-			a.u32(guard[1])
+			a.Uint32(1)
+			a.Uint32(guard[0])
+			a.Uint32(guard[1])
 		} else {
-			a.u32(0)
+			a.Uint32(0)
 		}
 		return c.status(nfsSetattr, cr, a)
 	}
-	sattr := func(mode, size int64, atimeHow, mtimeHow uint32, t [2]uint32) func(*xdrWriter) {
-		return func(a *xdrWriter) {
-			a.bool(mode >= 0)
+	sattr := func(mode, size int64, atimeHow, mtimeHow uint32, t [2]uint32) func(*xdr.Encoder) {
+		return func(a *xdr.Encoder) {
+			a.Bool(mode >= 0)
 			if mode >= 0 {
-				a.u32(uint32(mode))
+				a.Uint32(uint32(mode))
 			}
-			a.u32(0)
-			a.u32(0)
-			a.bool(size >= 0)
+			a.Uint32(0)
+			a.Uint32(0)
+			a.Bool(size >= 0)
 			if size >= 0 {
-				a.u64(uint64(size))
+				a.Uint64(uint64(size))
 			}
-			a.u32(atimeHow)
+			a.Uint32(atimeHow)
 			if atimeHow == timeClient {
-				a.u32(t[0])
-				a.u32(t[1])
+				a.Uint32(t[0])
+				a.Uint32(t[1])
 			}
-			a.u32(mtimeHow)
+			a.Uint32(mtimeHow)
 			if mtimeHow == timeClient {
-				a.u32(t[0])
-				a.u32(t[1])
+				a.Uint32(t[0])
+				a.Uint32(t[1])
 			}
 		}
 	}
@@ -795,8 +797,8 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 
 	// LINK (go-nfs decodes it wrongly; the front serves it).
 	a := fhArg(fh)
-	a.opaque(rootFH)
-	a.opaque([]byte("g"))
+	a.Opaque(rootFH)
+	a.Opaque([]byte("g"))
 	if st := c.status(nfsLink, asRoot, a); st != nfs3OK {
 		t.Fatalf("LINK: %d", st)
 	}
@@ -809,13 +811,13 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 
 	// MKNOD of a FIFO, and READ of it answers at once instead of blocking.
 	m := dirop(rootFH, "fifo")
-	m.u32(typeFifo)
+	m.Uint32(typeFifo)
 	writeSattr(m, 0o640)
 	r := c.nfs(nfsMknod, asUser(1000), m)
-	if st := r.u32(); st != nfs3OK || r.u32() != 1 {
+	if st := r.Uint32(); st != nfs3OK || r.Uint32() != 1 {
 		t.Fatalf("MKNOD fifo: %d", st)
 	}
-	fifoFH := r.opaque(maxFH)
+	fifoFH := r.Opaque(maxFH)
 	if fi, err := os.Lstat(filepath.Join(root, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("MKNOD made %v, %v", fi.Mode(), err)
 	}
@@ -823,10 +825,10 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 		t.Errorf("READ of a FIFO: %d, want INVAL", st)
 	}
 	m = dirop(rootFH, "chr")
-	m.u32(typeChr)
+	m.Uint32(typeChr)
 	writeSattr(m, 0o600)
-	m.u32(1)
-	m.u32(3)
+	m.Uint32(1)
+	m.Uint32(3)
 	if st := c.status(nfsMknod, asUser(1000), m); st != nfs3ErrPerm {
 		t.Errorf("MKNOD of a device as a user: %d, want PERM", st)
 	}
@@ -840,7 +842,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	// A symlink out of the export is stored, never followed.
 	s := dirop(rootFH, "esc")
 	writeSattr(s, -1)
-	s.opaque([]byte("/etc"))
+	s.Opaque([]byte("/etc"))
 	if st := c.status(nfsSymlink, asRoot, s); st != nfs3OK {
 		t.Fatalf("SYMLINK: %d", st)
 	}
@@ -849,7 +851,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	long := strings.Repeat("0123456789/", 370)
 	s = dirop(rootFH, "long")
 	writeSattr(s, 0o777)
-	s.opaque([]byte(long))
+	s.Opaque([]byte(long))
 	if st := c.status(nfsSymlink, asUser(1000), s); st != nfs3OK {
 		t.Fatalf("SYMLINK with a %d-byte target: %d", len(long), st)
 	}
@@ -860,11 +862,11 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 		t.Errorf("symlink made as 1000 owned by %d", uid)
 	}
 	r = c.nfs(nfsReadlink, asRoot, fhArg(escFH))
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		t.Fatalf("READLINK: %d", st)
 	}
 	readPostOpAttr(r)
-	if target := string(r.opaque(4096)); target != "/etc" {
+	if target := string(r.Opaque(4096)); target != "/etc" {
 		t.Errorf("READLINK: %q", target)
 	}
 	if st, _ := c.lookup(asRoot, escFH, "passwd"); st != nfs3ErrNotDir {
@@ -888,8 +890,8 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	sub := filepath.Join(root, "sub")
 	os.Mkdir(sub, 0o755)
 	subFH := c.mustLookup(rootFH, "sub")
-	d.opaque(subFH)
-	d.opaque([]byte("moved"))
+	d.Opaque(subFH)
+	d.Opaque([]byte("moved"))
 	if st := c.status(nfsRename, asRoot, d); st != nfs3OK {
 		t.Fatalf("RENAME: %d", st)
 	}
@@ -931,36 +933,36 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 	rootFH := c.root()
 
 	r := c.nfs(nfsFsinfo, asRoot, fhArg(rootFH))
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		t.Fatalf("FSINFO: %d", st)
 	}
 	if readPostOpAttr(r) == nil {
 		t.Error("FSINFO without attributes")
 	}
-	rtmax := r.u32()
-	r.u32()
-	r.u32()
-	wtmax := r.u32()
+	rtmax := r.Uint32()
+	r.Uint32()
+	r.Uint32()
+	wtmax := r.Uint32()
 	if rtmax != maxIO || wtmax != maxIO {
 		t.Errorf("FSINFO rtmax %d wtmax %d", rtmax, wtmax)
 	}
 
 	r = c.nfs(nfsFsstat, asRoot, fhArg(rootFH))
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		t.Fatalf("FSSTAT: %d", st)
 	}
 	readPostOpAttr(r)
-	if tbytes, fbytes := r.u64(), r.u64(); tbytes == 0 || fbytes > tbytes || tbytes == 1<<62 {
+	if tbytes, fbytes := r.Uint64(), r.Uint64(); tbytes == 0 || fbytes > tbytes || tbytes == 1<<62 {
 		t.Errorf("FSSTAT sizes %d %d", tbytes, fbytes)
 	}
 
 	r = c.nfs(nfsPathconf, asRoot, fhArg(rootFH))
-	if st := r.u32(); st != nfs3OK {
+	if st := r.Uint32(); st != nfs3OK {
 		t.Fatalf("PATHCONF: %d", st)
 	}
 	readPostOpAttr(r)
-	r.u32()
-	if nameMax := r.u32(); nameMax != 255 {
+	r.Uint32()
+	if nameMax := r.Uint32(); nameMax != 255 {
 		t.Errorf("PATHCONF name_max %d", nameMax)
 	}
 }

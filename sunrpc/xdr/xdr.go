@@ -26,6 +26,13 @@ type Encoder struct {
 	Buf []byte
 }
 
+// Write appends p as it is, so that encoders written for an io.Writer can
+// add to the same message. It never fails.
+func (e *Encoder) Write(p []byte) (int, error) {
+	e.Buf = append(e.Buf, p...)
+	return len(p), nil
+}
+
 // Uint32 appends an unsigned int.
 func (e *Encoder) Uint32(v uint32) { e.Buf = binary.BigEndian.AppendUint32(e.Buf, v) }
 
