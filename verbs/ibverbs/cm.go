@@ -39,6 +39,21 @@ type eventChannel struct {
 	ev *C.struct_rdmafs_cm_event
 }
 
+// newCMID makes an RDMA CM id (TCP port space) on an event channel of its
+// own.
+func newCMID() (*eventChannel, *C.struct_rdma_cm_id, error) {
+	ech, err := newEventChannel()
+	if err != nil {
+		return nil, nil, err
+	}
+	var id *C.struct_rdma_cm_id
+	if r, errno := C.rdma_create_id(ech.ch, &id, nil, C.RDMA_PS_TCP); r != 0 {
+		ech.destroy()
+		return nil, nil, &verbs.VerbError{Verb: "rdma_create_id", Err: errno}
+	}
+	return ech, id, nil
+}
+
 func newEventChannel() (*eventChannel, error) {
 	ch, errno := C.rdma_create_event_channel()
 	if ch == nil {
@@ -194,14 +209,9 @@ func (p *pd) Dial(ctx context.Context, addr string, cfg verbs.ConnConfig) (verbs
 func (p *pd) dial(ctx context.Context, ip net.IP, port uint16, cfg verbs.ConnConfig) (_ *conn, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	ech, err := newEventChannel()
+	ech, id, err := newCMID()
 	if err != nil {
 		return nil, err
-	}
-	var id *C.struct_rdma_cm_id
-	if r, errno := C.rdma_create_id(ech.ch, &id, nil, C.RDMA_PS_TCP); r != 0 {
-		ech.destroy()
-		return nil, &verbs.VerbError{Verb: "rdma_create_id", Err: errno}
 	}
 	var c *conn
 	defer func() {
@@ -268,14 +278,9 @@ func (p *pd) Listen(addr string) (verbs.Listener, error) {
 }
 
 func (p *pd) listen(ip net.IP, port uint16) (*listener, error) {
-	ech, err := newEventChannel()
+	ech, id, err := newCMID()
 	if err != nil {
 		return nil, err
-	}
-	var id *C.struct_rdma_cm_id
-	if r, errno := C.rdma_create_id(ech.ch, &id, nil, C.RDMA_PS_TCP); r != 0 {
-		ech.destroy()
-		return nil, &verbs.VerbError{Verb: "rdma_create_id", Err: errno}
 	}
 	fail := func(err error) (*listener, error) {
 		C.rdma_destroy_id(id)

@@ -90,14 +90,9 @@ func routeDevice(ctx context.Context, addr string) (*C.struct_ibv_context, error
 		return nil, err
 	}
 	for _, resolve := range []bool{false, true} {
-		ech, err := newEventChannel()
+		ech, id, err := newCMID()
 		if err != nil {
 			return nil, err
-		}
-		var id *C.struct_rdma_cm_id
-		if r, errno := C.rdma_create_id(ech.ch, &id, nil, C.RDMA_PS_TCP); r != 0 {
-			ech.destroy()
-			return nil, &verbs.VerbError{Verb: "rdma_create_id", Err: errno}
 		}
 		ctxDev, err := func() (*C.struct_ibv_context, error) {
 			sa := newSockaddr(ip, 0)
