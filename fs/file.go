@@ -67,12 +67,45 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if en := f.checkAccess(ctx, n.obj, openMask(flags)); en != 0 {
 		return nil, 0, en
 	}
+	before := n.obj.cachedAttr()
 	a, err := f.getattr(ctx, n.obj, !f.opts.NoCTO)
 	if err != nil {
 		return nil, 0, errno(err)
 	}
 	h, fuseFlags := f.open(ctx, n.obj, flags, &a)
+	if fuseFlags&fuse.FOPEN_KEEP_CACHE == 0 || attrChanged(&before, &a) {
+		n.refreshKernelAttr(ctx, h, &a)
+	}
 	return h, fuseFlags, 0
+}
+
+// refreshKernelAttr makes the kernel drop the attributes it holds of n,
+// which changed on the server, as the kernel client's open does with its
+// own. The kernel keeps attributes until they time out, and an open does
+// not refresh them; a stat or a read past the end it knows asks again
+// once they are dropped, but a page fault of a mapping and a splice
+// (copy_file_range) check only the size it holds. So when the file grew
+// beyond that size, its last byte is stored in the kernel's cache, which
+// is the one way FUSE has to grow the kernel's size of a file.
+func (n *node) refreshKernelAttr(ctx context.Context, h *fileHandle, a *nfs3.Fattr) {
+	n.NotifyContent(-1, 0)
+	obj := n.obj
+	obj.mu.Lock()
+	grew := int64(a.Size) > obj.kernelSize
+	obj.mu.Unlock()
+	if !grew || a.Size == 0 {
+		return
+	}
+	var res nfs3.ReadResult
+	defer res.Release()
+	if err := n.fs.nfs.Read(ctx, h.cred, &obj.fh, a.Size-1, 1, &res); err != nil || len(res.Data) != 1 {
+		return // the next stat or read asks for the size anyway
+	}
+	if en := n.WriteCache(int64(a.Size)-1, res.Data); en == 0 {
+		obj.mu.Lock()
+		obj.kernelSize = max(obj.kernelSize, int64(a.Size))
+		obj.mu.Unlock()
+	}
 }
 
 // open makes the handle of an open of obj, whose current attributes are a.
@@ -129,7 +162,11 @@ func (r *readResult) Done() {
 	readResults.Put(r)
 }
 
-// Read implements gofs.FileReader.
+// Read implements gofs.FileReader. A read never comes back short below
+// the end of the file as this client knows it: FUSE takes a short read for
+// the end of the file and shrinks its size to match, which would hide data
+// (and make mmap fault) while a write that extended the file is still on
+// its way to the server.
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.inUse()
 	ctx, release := killable(ctx)
@@ -148,39 +185,52 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 			return nil, errno(err)
 		}
 		f.readDone(h.obj, &rr.res)
-		if len(rr.res.Data) == len(dest) || rr.res.EOF {
+		got := len(rr.res.Data)
+		if got == len(dest) || rr.res.EOF && h.obj.pendingEnd() <= off+int64(got) {
 			return rr, 0
 		}
-		// A short read that is not at the end of the file: fill dest.
 		n := copy(dest, rr.res.Data)
+		eof := rr.res.EOF
 		rr.Done()
-		return h.readInto(ctx, dest, off, n)
+		return h.readInto(ctx, dest, off, n, eof)
 	}
-	return h.readInto(ctx, dest, off, 0)
+	return h.readInto(ctx, dest, off, 0, false)
 }
 
-// readInto fills dest[n:] from off+n with as many READs as it takes.
-func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int) (fuse.ReadResult, syscall.Errno) {
+// readInto fills dest[n:] from off+n with as many READs as it takes, as
+// the kernel client does with a short READ: one that is not at the end of
+// the file is continued where it stopped, and one that returns nothing
+// before the end of the file is an I/O error. eof says the server has
+// already reported the end of the file at off+n.
+func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int, eof bool) (fuse.ReadResult, syscall.Errno) {
 	f := h.fs
-	for n < len(dest) {
+	for n < len(dest) && !eof {
 		count := min(len(dest)-n, f.opts.RSize)
 		var res nfs3.ReadResult
 		err := f.nfs.Read(ctx, h.cred, &h.obj.fh, uint64(off)+uint64(n), uint32(count), &res)
 		if err != nil {
 			res.Release()
 			if n > 0 {
-				break
+				return fuse.ReadResultData(dest[:n]), 0
 			}
 			return nil, errno(err)
 		}
 		f.readDone(h.obj, &res)
 		got := copy(dest[n:], res.Data)
-		eof := res.EOF || got == 0
+		eof = res.EOF
 		res.Release()
-		n += got
-		if eof {
-			break
+		if got == 0 && !eof {
+			f.logf("READ of file %d at %d: the server returned no data and no end of file", h.obj.fileID, off+int64(n))
+			return nil, syscall.EIO
 		}
+		n += got
+	}
+	// Where the server's file ends, a write of this client still on its
+	// way may extend it: up to there the file holds zeros (a hole).
+	if end := h.obj.pendingEnd(); eof && off+int64(n) < end {
+		hole := dest[n:min(int64(len(dest)), end-off)]
+		clear(hole)
+		n += len(hole)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -106,6 +106,20 @@ func (f *FS) invalidate(obj *object) {
 	obj.mu.Unlock()
 }
 
+// cachedAttr returns obj's cached attributes, fresh or not.
+func (obj *object) cachedAttr() nfs3.Fattr {
+	obj.mu.Lock()
+	defer obj.mu.Unlock()
+	return obj.attr
+}
+
+// attrChanged reports whether the attributes a program sees differ
+// between a and b.
+func attrChanged(a, b *nfs3.Fattr) bool {
+	return a.Size != b.Size || a.Mtime != b.Mtime || a.Ctime != b.Ctime ||
+		a.Mode != b.Mode || a.UID != b.UID || a.GID != b.GID || a.Nlink != b.Nlink
+}
+
 // getattr returns obj's attributes, from the cache while they are fresh
 // unless force.
 func (f *FS) getattr(ctx context.Context, obj *object, force bool) (nfs3.Fattr, error) {
@@ -129,9 +143,10 @@ func (f *FS) getattr(ctx context.Context, obj *object, force bool) (nfs3.Fattr, 
 func (f *FS) fillAttr(obj *object, a *nfs3.Fattr, out *fuse.Attr) {
 	out.Ino = a.FileID
 	out.Size = a.Size
-	if wb := obj.writeback(); wb != nil {
-		out.Size = max(out.Size, wb.end())
-	}
+	out.Size = max(out.Size, uint64(obj.pendingEnd()))
+	obj.mu.Lock()
+	obj.kernelSize = int64(out.Size)
+	obj.mu.Unlock()
 	out.Blocks = (a.Used + 511) / 512
 	out.Atime, out.Atimensec = uint64(a.Atime.Sec), a.Atime.Nsec
 	out.Mtime, out.Mtimensec = uint64(a.Mtime.Sec), a.Mtime.Nsec

@@ -28,11 +28,13 @@ type object struct {
 	dataAttr  nfs3.Fattr
 	dataValid bool
 	access    accessCache
-	opens     int           // open file handles
-	closed    int           // of them, closed by their program (FLUSH) with no I/O since
-	lastClose chan struct{} // closed when opens drops to 0, if someone waits
-	silly     *silly        // set when unlinked while open
-	wb        *writeback
+	// kernelSize is the size the kernel was last told.
+	kernelSize int64
+	opens      int           // open file handles
+	closed     int           // of them, closed by their program (FLUSH) with no I/O since
+	lastClose  chan struct{} // closed when opens drops to 0, if someone waits
+	silly      *silly        // set when unlinked while open
+	wb         *writeback
 }
 
 // objectTable finds the object of a handle while any node uses it.

@@ -118,17 +118,26 @@ func (f *FS) writebackFor(obj *object) *writeback {
 	return obj.wb
 }
 
-// end returns the end of the data the server may not have yet, 0 if none.
-func (wb *writeback) end() uint64 {
+// end returns the end of the data this client wrote and the server has
+// not committed yet, 0 if none. The file is at least that long, whatever
+// the server says meanwhile.
+func (wb *writeback) end() int64 {
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	var end int64
 	for _, e := range wb.extents {
-		if e.state != extUnstable {
-			end = max(end, e.end())
-		}
+		end = max(end, e.end())
 	}
-	return uint64(end)
+	return end
+}
+
+// pendingEnd returns the end of the data this client wrote and the server
+// has not committed, 0 if none.
+func (obj *object) pendingEnd() int64 {
+	if wb := obj.writeback(); wb != nil {
+		return wb.end()
+	}
+	return 0
 }
 
 // write takes data written at off, for cred.
