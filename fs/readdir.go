@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -35,8 +37,9 @@ type dirHandle struct {
 	cred *sunrpc.Cred
 	plus bool
 
-	pos     uint64   // position of the last entry delivered
-	cookies []uint64 // cookies[i]: cookie of the server's entry at position i+3
+	pos     uint64              // position of the last entry delivered
+	cookies []uint64            // cookies[i]: cookie of the server's entry at position i+3
+	seen    map[uint64]struct{} // the cookies of cookies, to find a loop
 	verf    nfs3.Verf
 	next    uint64 // cookie to continue from
 	eof     bool
@@ -83,6 +86,9 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 			return nil, 0
 		}
 		if err := h.fetch(ctx); err != nil {
+			if errors.Is(err, errReaddirLoop) {
+				return nil, syscall.ELOOP
+			}
 			return nil, errno(err)
 		}
 	}
@@ -102,14 +108,28 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 	f := h.n.fs
 	first := len(h.cookies)
 	last := h.next
+	var loop error
 	collect := func(e *nfs3.DirEntry) {
+		if loop != nil {
+			return
+		}
 		last = e.Cookie
 		name := string(e.Name)
 		if name == "." || name == ".." {
 			return // the handle makes its own
 		}
+		if _, dup := h.seen[e.Cookie]; dup || e.Cookie == 0 {
+			// A cookie names a place in the listing: seen twice, the
+			// server would lead the listing round in a circle.
+			loop = fmt.Errorf("directory %d: the server gave cookie %d twice (entry %q): a readdir loop", h.n.obj.fileID, e.Cookie, name)
+			return
+		}
+		h.seen[e.Cookie] = struct{}{}
 		h.cookies = append(h.cookies, e.Cookie)
 		h.page = append(h.page, dirEntry{name: name, fileID: e.FileID, attr: e.Attr, hasAttr: e.HasAttr, fh: e.FH, hasFH: e.HasFH})
+	}
+	if h.seen == nil {
+		h.seen = make(map[uint64]struct{})
 	}
 	var page nfs3.DirPage
 	var err error
@@ -119,9 +139,16 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 	} else {
 		page, err = f.nfs.Readdir(ctx, h.cred, &h.n.obj.fh, h.next, h.verf, size, collect)
 	}
+	if err == nil {
+		err = loop
+	}
 	if err != nil {
-		h.cookies = h.cookies[:first]
+		h.forgetFrom(first)
 		h.page = h.page[:0]
+		if loop != nil {
+			f.logf("%v", loop)
+			return errReaddirLoop
+		}
 		return err
 	}
 	if page.HasDirAttr {
@@ -155,12 +182,24 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	switch {
 	case off <= 2:
 		h.pos, h.next, h.eof, h.verf = off, 0, false, nfs3.Verf{}
-		h.cookies = h.cookies[:0]
+		h.forgetFrom(0)
 	case off-3 < uint64(len(h.cookies)):
 		h.pos, h.next, h.eof = off, h.cookies[off-3], false
-		h.cookies = h.cookies[:off-2]
+		h.forgetFrom(int(off - 2))
 	default:
 		return syscall.EINVAL
 	}
 	return 0
 }
+
+// forgetFrom drops the cookies of the entries from position i+3 on.
+func (h *dirHandle) forgetFrom(i int) {
+	for _, c := range h.cookies[i:] {
+		delete(h.seen, c)
+	}
+	h.cookies = h.cookies[:i]
+}
+
+// errReaddirLoop fails a listing whose cookies go round in a circle; the
+// program gets ELOOP, as from the kernel client.
+var errReaddirLoop = errors.New("readdir loop")
