@@ -74,38 +74,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	}
 	h, fuseFlags := f.open(ctx, n.obj, flags, &a)
 	if fuseFlags&fuse.FOPEN_KEEP_CACHE == 0 || attrChanged(&before, &a) {
-		n.refreshKernelAttr(ctx, h, &a)
+		n.refreshKernelAttr(&a)
 	}
 	return h, fuseFlags, 0
-}
-
-// refreshKernelAttr makes the kernel drop the attributes it holds of n,
-// which changed on the server, as the kernel client's open does with its
-// own. The kernel keeps attributes until they time out, and an open does
-// not refresh them; a stat or a read past the end it knows asks again
-// once they are dropped, but a page fault of a mapping and a splice
-// (copy_file_range) check only the size it holds. So when the file grew
-// beyond that size, its last byte is stored in the kernel's cache, which
-// is the one way FUSE has to grow the kernel's size of a file.
-func (n *node) refreshKernelAttr(ctx context.Context, h *fileHandle, a *nfs3.Fattr) {
-	n.NotifyContent(-1, 0)
-	obj := n.obj
-	obj.mu.Lock()
-	grew := int64(a.Size) > obj.kernelSize
-	obj.mu.Unlock()
-	if !grew || a.Size == 0 {
-		return
-	}
-	var res nfs3.ReadResult
-	defer res.Release()
-	if err := n.fs.nfs.Read(ctx, h.cred, &obj.fh, a.Size-1, 1, &res); err != nil || len(res.Data) != 1 {
-		return // the next stat or read asks for the size anyway
-	}
-	if en := n.WriteCache(int64(a.Size)-1, res.Data); en == 0 {
-		obj.mu.Lock()
-		obj.kernelSize = max(obj.kernelSize, int64(a.Size))
-		obj.mu.Unlock()
-	}
 }
 
 // open makes the handle of an open of obj, whose current attributes are a.
@@ -250,6 +221,7 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if f.opts.ReadOnly {
 		return 0, syscall.EROFS
 	}
+	h.obj.kernelWrote(off + int64(len(data)))
 	wb := f.writebackFor(h.obj)
 	if h.stable == nfs3.Unstable {
 		if err := wb.write(ctx, h.cred, off, data); err != nil {

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,8 @@ type FS struct {
 
 	sillyCount atomic.Uint64
 
+	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
+
 	writeSlots chan struct{}
 
 	dirtyMu   sync.Mutex
@@ -124,6 +127,9 @@ func New(cfg Config) *FS {
 		start:      time.Now(),
 		writeSlots: make(chan struct{}, o.WritesInFlight),
 		dirty:      make(map[*writeback]int),
+	}
+	if cfg.Mountpoint != "" {
+		f.mountpoint, _ = filepath.Abs(cfg.Mountpoint)
 	}
 	f.dirtyCond = sync.NewCond(&f.dirtyMu)
 	f.creds.init()

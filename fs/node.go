@@ -144,9 +144,7 @@ func (f *FS) fillAttr(obj *object, a *nfs3.Fattr, out *fuse.Attr) {
 	out.Ino = a.FileID
 	out.Size = a.Size
 	out.Size = max(out.Size, uint64(obj.pendingEnd()))
-	obj.mu.Lock()
-	obj.kernelSize = int64(out.Size)
-	obj.mu.Unlock()
+	obj.toldKernel(int64(out.Size))
 	out.Blocks = (a.Used + 511) / 512
 	out.Atime, out.Atimensec = uint64(a.Atime.Sec), a.Atime.Nsec
 	out.Mtime, out.Mtimensec = uint64(a.Mtime.Sec), a.Mtime.Nsec

@@ -44,7 +44,11 @@ func TestExerciser(t *testing.T) {
 			a, b := s.mount(t), s.mount(t)
 			seed := exerciserSeed(t)
 			t.Logf("seed %d (replay: RDMAFS_EXERCISER_SEED=%d go test ./test/e2e/host -run 'TestExerciser/%s')", seed, seed, proto.name)
-			err := exerciser.Run(exerciser.Config{Mounts: []string{a, b}, Dir: "exerciser", Seed: seed, Ops: exerciserOps()})
+			cfg := exerciser.Config{Mounts: []string{a, b}, Dir: "exerciser", Seed: seed, Ops: exerciserOps()}
+			if os.Getenv("RDMAFS_EXERCISER_VERBOSE") != "" {
+				cfg.Logf = t.Logf
+			}
+			err := exerciser.Run(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,8 +2,10 @@ package host
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -77,4 +79,81 @@ func TestReadHoleBelowQueuedWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReopenSeesOtherClientsSize: after another client grows or shrinks a
+// file, an open through this mount takes the new size at once, as with the
+// kernel client's close-to-open consistency: a mapping of the new size
+// reads the new data without a fault, and the pages of a mapping of a
+// shrunk file are written back no further than its end.
+func TestReopenSeesOtherClientsSize(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0)
+	a, b := s.mount(t), s.mount(t)
+	const small, large = 0x58f8, 0x370c31
+	write(t, filepath.Join(b, "f"), "x")
+	// a learns the first size.
+	if got := read(t, filepath.Join(a, "f")); got != "x" {
+		t.Fatalf("first read through a: %q", got)
+	}
+
+	data := bytes.Repeat([]byte{7}, large)
+	if err := os.WriteFile(filepath.Join(b, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(a, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mapped []byte
+	err = mapAndDo(f, large, func(m []byte) { mapped = bytes.Clone(m[large-4096:]) })
+	f.Close()
+	if err != nil || !bytes.Equal(mapped, data[large-4096:]) {
+		t.Fatalf("mapping the grown file through a: %v; the last page right: %v", err, bytes.Equal(mapped, data[large-4096:]))
+	}
+
+	// a reads some of it, so its kernel has pages and the large size.
+	if f, err = os.Open(filepath.Join(a, "f")); err != nil {
+		t.Fatal(err)
+	}
+	f.ReadAt(make([]byte, 100), 0x100000)
+	f.Close()
+	if err := os.Truncate(filepath.Join(b, "f"), small); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = os.OpenFile(filepath.Join(a, "f"), os.O_RDWR, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = mapAndDo(f, small, func(m []byte) {
+		for i := small - 0x2321; i < small; i++ {
+			m[i] = 1
+		}
+		unix.Msync(m, unix.MS_SYNC)
+	})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(s.dir, "f")); err != nil || st.Size() != small {
+		t.Errorf("after writing a mapping of the shrunk file through a, the server's file is %#x bytes (%v), want %#x", st.Size(), err, small)
+	}
+}
+
+// mapAndDo maps n bytes of f shared and runs fn on them; a fault is an
+// error.
+func mapAndDo(f *os.File, n int, fn func([]byte)) (err error) {
+	m, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(m)
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("fault: %v", p)
+		}
+	}()
+	fn(m)
+	return nil
 }
