@@ -304,8 +304,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		return syscall.EXDEV
 	}
 	f := n.fs
-	if obj := to.childObject(newName); obj != nil {
-		if _, err := f.hideIfOpen(ctx, to.obj, newName, obj); err != nil {
+	replaced := to.childObject(newName)
+	if replaced != nil {
+		if _, err := f.hideIfOpen(ctx, to.obj, newName, replaced); err != nil {
 			return errno(err)
 		}
 	}
@@ -313,8 +314,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	err := f.nfs.Rename(ctx, f.cred(ctx), &n.obj.fh, name, &to.obj.fh, newName, &fromWcc, &toWcc)
 	f.setWcc(n.obj, &fromWcc)
 	f.setWcc(to.obj, &toWcc)
+	// The renamed file's ctime changed, and a file it replaced lost a
+	// link: its other names must show that, as the kernel client's do.
 	if obj := n.childObject(name); obj != nil {
-		f.invalidate(obj) // its ctime changed
+		f.invalidate(obj)
+	}
+	if replaced != nil {
+		f.invalidate(replaced)
 	}
 	return errno(err)
 }

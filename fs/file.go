@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -325,6 +326,18 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 			return syscall.EISDIR
 		}
 		sa.SetSize, sa.Size = true, size
+		if _, open := fh.(*fileHandle); !open {
+			// truncate(2), or open(2) with O_TRUNC, which FUSE turns
+			// into this without the file handle: the caller needs write
+			// permission, and the server lets a file's owner truncate
+			// it whatever its mode (knfsd's owner override), so the
+			// check is the client's, as the kernel client's is.
+			// ftruncate(2) comes with the handle of a descriptor the
+			// kernel has checked is open for writing.
+			if en := f.checkAccess(ctx, n.obj, mayWrite); en != 0 {
+				return en
+			}
+		}
 	}
 	sa.Atime, sa.AtimeVal = setTime(in.Valid, fuse.FATTR_ATIME, fuse.FATTR_ATIME_NOW, in.Atime, in.Atimensec)
 	sa.Mtime, sa.MtimeVal = setTime(in.Valid, fuse.FATTR_MTIME, fuse.FATTR_MTIME_NOW, in.Mtime, in.Mtimensec)
@@ -360,9 +373,22 @@ func setTime(valid, set, now uint32, sec uint64, nsec uint32) (nfs3.SetTime, nfs
 	case valid&now != 0:
 		return nfs3.ServerTime, nfs3.Time{}
 	case valid&set != 0:
-		return nfs3.ClientTime, nfs3.Time{Sec: uint32(sec), Nsec: nsec}
+		return nfs3.ClientTime, clampTime(int64(sec), nsec)
 	}
 	return nfs3.DontChange, nfs3.Time{}
+}
+
+// clampTime converts a time to NFSv3's unsigned 32-bit seconds. A time
+// outside that range becomes the nearest one it has, with no fraction, as
+// the Linux NFSv3 client's superblock limits make it: never wrapped round.
+func clampTime(sec int64, nsec uint32) nfs3.Time {
+	switch {
+	case sec < 0:
+		return nfs3.Time{}
+	case sec >= math.MaxUint32:
+		return nfs3.Time{Sec: math.MaxUint32}
+	}
+	return nfs3.Time{Sec: uint32(sec), Nsec: nsec}
 }
 
 // Readlink implements gofs.NodeReadlinker.

@@ -78,9 +78,13 @@ func (f *FS) setAttr(obj *object, a *nfs3.Fattr) {
 	lo, hi := f.acBounds(obj.typ)
 	obj.mu.Lock()
 	defer obj.mu.Unlock()
+	if obj.attrExpires.IsZero() || a.Mode != obj.attr.Mode || a.UID != obj.attr.UID || a.GID != obj.attr.GID || a.Ctime != obj.attr.Ctime {
+		// Who may do what follows from these; a server that keeps
+		// ACLs changes the ctime when it changes one.
+		obj.access.clear()
+	}
 	if obj.attrExpires.IsZero() || a.Mtime != obj.attr.Mtime || a.Ctime != obj.attr.Ctime || a.Size != obj.attr.Size {
 		obj.attrTimeo = lo
-		obj.access.clear()
 	} else {
 		obj.attrTimeo = min(max(2*obj.attrTimeo, lo), hi)
 	}

@@ -1,0 +1,159 @@
+package fs
+
+import (
+	"math"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+const alice, bob = 2001, 2002
+
+// TestAccessCacheFollowsMode: the answers of ACCESS a file keeps are
+// dropped when its mode changes, through this client or any other, so a
+// grant taken away is refused at once and one given is granted at once.
+func TestAccessCacheFollowsMode(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	a := h.as(alice, alice)
+	node, fh := a.mustCreate(rootNode, "f", 0o666)
+	a.close(node, fh)
+	if fh, _, en := a.open(node, syscall.O_WRONLY); en != 0 {
+		t.Fatalf("owner opens a 0666 file for writing: %v", en)
+	} else {
+		a.close(node, fh)
+	}
+	if _, en := a.setattr(node, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0o477}}); en != 0 {
+		t.Fatal(en)
+	}
+	if _, _, en := a.open(node, syscall.O_WRONLY); en != syscall.EACCES {
+		t.Errorf("owner opens for writing right after chmod 0477: %v, want EACCES", en)
+	}
+	// Behind the client's back: the next check after the attributes are
+	// fetched again must follow the new mode.
+	os.Chmod(h.dir+"/f", 0o677)
+	if _, en := a.getattr(node); en != 0 {
+		t.Fatal(en)
+	}
+	h.fs.invalidate(h.fs.objectOf(t, "f"))
+	if _, en := a.getattr(node); en != 0 {
+		t.Fatal(en)
+	}
+	if fh, _, en := a.open(node, syscall.O_WRONLY); en != 0 {
+		t.Errorf("owner opens for writing after the server's chmod 0677 is seen: %v", en)
+	} else {
+		a.close(node, fh)
+	}
+}
+
+// objectOf returns the object of the file the root directory holds as
+// name, which a test has looked up.
+func (f *FS) objectOf(t *testing.T, name string) *object {
+	t.Helper()
+	obj := f.root.childObject(name)
+	if obj == nil {
+		t.Fatalf("%s is not known", name)
+	}
+	return obj
+}
+
+// TestTruncateNeedsWritePermission: truncate(2), and open(2) with O_TRUNC
+// (which FUSE turns into a SETATTR of the size without a file handle), need
+// write permission even from the file's owner, whom the server would let
+// truncate it; ftruncate(2) of a descriptor open for writing needs nothing
+// more.
+func TestTruncateNeedsWritePermission(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	a := h.as(alice, alice)
+	node, fh := a.mustCreate(rootNode, "f", 0o644)
+	if en := a.write(node, fh, 0, []byte("precious data")); en != 0 {
+		t.Fatal(en)
+	}
+	a.close(node, fh)
+	for _, mode := range []uint32{0o444, 0o477} {
+		if _, en := a.setattr(node, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: mode}}); en != 0 {
+			t.Fatal(en)
+		}
+		_, en := a.setattr(node, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: 0}})
+		if en != syscall.EACCES {
+			t.Errorf("owner truncates a %#o file: %v, want EACCES", mode, en)
+		}
+		if got := string(h.serverFile("f")); got != "precious data" {
+			t.Fatalf("after the owner's refused truncate of a %#o file the server has %q", mode, got)
+		}
+	}
+	a.setattr(node, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0o644}})
+	fh, _, en := a.open(node, syscall.O_WRONLY)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	a.setattr(node, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0o444}})
+	if _, en := a.setattr(node, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE | fuse.FATTR_FH, Size: 7, Fh: fh}}); en != 0 {
+		t.Errorf("ftruncate of a descriptor opened for writing before chmod 0444: %v", en)
+	}
+	a.close(node, fh)
+	if got := string(h.serverFile("f")); got != "preciou" {
+		t.Errorf("after ftruncate to 7 the server has %q", got)
+	}
+}
+
+// TestRenameOverUpdatesOtherLinks: a rename over a name, and an unlink,
+// take a link from a file whose other names must show it at once.
+func TestRenameOverUpdatesOtherLinks(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	a := h.as(alice, alice)
+	node, fh := a.mustCreate(rootNode, "a", 0o644)
+	a.close(node, fh)
+	if en := a.link(node, rootNode, "b"); en != 0 {
+		t.Fatal(en)
+	}
+	if attr, _ := a.getattr(node); attr.Nlink != 2 {
+		t.Fatalf("after link: nlink %d", attr.Nlink)
+	}
+	c, fh := a.mustCreate(rootNode, "c", 0o644)
+	a.close(c, fh)
+	a.mustLookup(rootNode, "b")
+	if en := a.rename(rootNode, "c", rootNode, "b"); en != 0 {
+		t.Fatal(en)
+	}
+	if attr, _ := a.getattr(node); attr.Nlink != 1 {
+		t.Errorf("a after c was renamed over its other name b: nlink %d, want 1", attr.Nlink)
+	}
+	if en := a.link(node, rootNode, "d"); en != 0 {
+		t.Fatal(en)
+	}
+	a.mustLookup(rootNode, "d")
+	if en := a.unlink(rootNode, "d"); en != 0 {
+		t.Fatal(en)
+	}
+	if attr, _ := a.getattr(node); attr.Nlink != 1 {
+		t.Errorf("a after its other name d was unlinked: nlink %d, want 1", attr.Nlink)
+	}
+}
+
+// TestTimesClamped: times NFSv3 cannot carry are clamped to its range, as
+// the kernel client clamps them, never wrapped round.
+func TestTimesClamped(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	a := h.as(alice, alice)
+	node, fh := a.mustCreate(rootNode, "f", 0o644)
+	a.close(node, fh)
+	for _, c := range []struct {
+		set  int64
+		want int64
+	}{{1 << 32, math.MaxUint32}, {1<<33 + 5, math.MaxUint32}, {-100, 0}, {1234567890, 1234567890}, {math.MaxUint32 - 1, math.MaxUint32 - 1}} {
+		in := fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MTIME, Mtime: uint64(c.set)}}
+		attr, en := a.setattr(node, in)
+		if en != 0 {
+			t.Fatalf("set mtime %d: %v", c.set, en)
+		}
+		st, err := os.Stat(h.dir + "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.ModTime().Unix(); got != c.want || int64(attr.Mtime) != c.want {
+			t.Errorf("set mtime %d: the server has %d, the client shows %d; want %d", c.set, got, attr.Mtime, c.want)
+		}
+	}
+}
