@@ -161,9 +161,14 @@ func (f *FS) MountOptions() *gofs.Options {
 			// O_DIRECT reads and writes of one aio submission (fio,
 			// databases) go out together, as many calls in flight,
 			// instead of one at a time.
-			ExtraCapabilities: fuse.CAP_ASYNC_DIO,
-			Name:              "rdmafs",
-			FsName:            f.cfg.Source,
+			ExtraCapabilities: fuse.CAP_ASYNC_DIO |
+				// The server clears setuid and setgid on a write or
+				// chown by another user (knfsd does): the kernel must
+				// not try to with a SETATTR of the mode as that user,
+				// which the server refuses.
+				fuse.CAP_HANDLE_KILLPRIV,
+			Name:   "rdmafs",
+			FsName: f.cfg.Source,
 		},
 		// Each reply sets its own timeouts; these are the defaults for
 		// replies that do not.

@@ -70,8 +70,8 @@ type Options struct {
 
 	// FUSE.
 
-	AllowOther         bool   // allow_other
-	DefaultPermissions bool   // default_permissions
+	AllowOther         Choice // allow_other, noallow_other; auto: the caller decides
+	DefaultPermissions Choice // default_permissions, nodefault_permissions; auto likewise
 	FSName             string // fsname=; "" = not given (the caller uses server:/export)
 	MaxRead            int    // max_read=: bytes; 0 = not given
 	Debug              bool   // debug, same as -d
@@ -292,6 +292,28 @@ func (s Sec) String() string {
 		return "none"
 	}
 	return "Sec(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Choice is an option whose default depends on more than the option list
+// (who mounts, which identity the calls carry): the caller resolves
+// ChoiceAuto.
+type Choice int
+
+const (
+	ChoiceAuto Choice = iota // neither word given
+	ChoiceOn                 // the option's word given last
+	ChoiceOff                // its no- word given last
+)
+
+// Resolve returns whether the option is in effect, given what auto means.
+func (c Choice) Resolve(auto bool) bool {
+	switch c {
+	case ChoiceOn:
+		return true
+	case ChoiceOff:
+		return false
+	}
+	return auto
 }
 
 // LookupCache says which LOOKUP results are cached.

@@ -181,10 +181,15 @@ var table = []option{
 		enumSpec[Provider]{values: []Provider{ProviderIBVerbs, ProviderSoft}}),
 
 	// FUSE.
-	flag(groupFUSE, "allow_other", "let users other than the one who mounted use the mount",
-		func(o *Options) *bool { return &o.AllowOther }),
-	flag(groupFUSE, "default_permissions", "let the kernel check access against the file modes",
-		func(o *Options) *bool { return &o.DefaultPermissions }),
+	choice(groupFUSE, "allow_other", "noallow_other", "allow_other when mounted by root, unless uid=, gid= or sec=none",
+		"allow_other: every local user may use the mount, each with their own credentials, as with an NFS mount; "+
+			"noallow_other: only the user who mounted",
+		func(o *Options) *Choice { return &o.AllowOther }),
+	choice(groupFUSE, "default_permissions", "nodefault_permissions", "default_permissions, unless uid=, gid= or sec=none",
+		"default_permissions: the kernel checks permissions against the files' modes on every path walk and open, "+
+			"as the NFS client does (the server checks each call too); nodefault_permissions: only the server checks, "+
+			"so access beyond the mode bits (ACLs) works but names the kernel has cached skip the directories' search permission",
+		func(o *Options) *Choice { return &o.DefaultPermissions }),
 	fsname(),
 	number(groupFUSE, "max_read", "largest FUSE read request in bytes; unset: the FUSE default",
 		numSpec{lo: 4096, hi: 1 << 20, omitZero: true, def: "unset"},
@@ -470,6 +475,31 @@ func boolWords(g group, off, on, help string, field func(*Options) *bool, always
 			case *field(o):
 				return on
 			case always:
+				return off
+			}
+			return ""
+		},
+	}
+}
+
+// choice is a pair of words, such as allow_other and noallow_other, whose
+// default the caller resolves; String shows the word given last, if any.
+func choice(g group, on, off, def, help string, field func(*Options) *Choice) option {
+	return option{
+		names: []string{on, off}, group: g, form: formFlag,
+		syntax: on + " | " + off, def: def, help: help,
+		apply: func(o *Options, name, _ string) string {
+			*field(o) = ChoiceOff
+			if name == on {
+				*field(o) = ChoiceOn
+			}
+			return ""
+		},
+		show: func(o *Options) string {
+			switch *field(o) {
+			case ChoiceOn:
+				return on
+			case ChoiceOff:
 				return off
 			}
 			return ""

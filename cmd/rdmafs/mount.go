@@ -240,7 +240,8 @@ func fsOptions(o *mountopts.Options, c *connection) fs.Options {
 // flags follow the kernel NFS client's defaults (suid, dev, exec) unless
 // the options say otherwise.
 func applyFUSEOptions(m *fuse.MountOptions, o *mountopts.Options, source string) {
-	m.AllowOther = o.AllowOther
+	allowOther, defaultPermissions := sharing(o, os.Geteuid())
+	m.AllowOther = allowOther
 	m.Debug = o.Debug
 	m.FsName = source
 	if o.FSName != "" {
@@ -264,7 +265,7 @@ func applyFUSEOptions(m *fuse.MountOptions, o *mountopts.Options, source string)
 	if o.ReadOnly {
 		m.Options = append(m.Options, "ro")
 	}
-	if o.DefaultPermissions {
+	if defaultPermissions {
 		m.Options = append(m.Options, "default_permissions")
 	}
 	switch o.Atime {
@@ -276,6 +277,27 @@ func applyFUSEOptions(m *fuse.MountOptions, o *mountopts.Options, source string)
 	if o.NoDirAtime {
 		m.DirectMountFlags |= syscall.MS_NODIRATIME
 	}
+}
+
+// sharing decides who may use the mount and who checks permissions, for a
+// mount made by euid.
+//
+// An NFS mount serves every local user, each with their own credentials,
+// and the kernel client checks permissions on every path walk and open
+// (with the server's ACCESS answers). So by default a mount by root is open
+// to all users (allow_other), and the kernel checks permissions against the
+// files' modes (default_permissions): without it, FUSE leaves every check
+// to rdmafs but asks it nothing for names it has cached, so a directory's
+// search permission would go unchecked, as would opens of special files.
+// rdmafs still asks the server (ACCESS) at open, as the kernel client does.
+//
+// With uid=, gid= or sec=none every call carries one identity whoever makes
+// it: the caller's own uid means nothing to the server, so the kernel must
+// not check permissions with it, and such a mount stays private to the user
+// who made it unless allow_other says otherwise.
+func sharing(o *mountopts.Options, euid int) (allowOther, defaultPermissions bool) {
+	oneIdentity := o.FixedUID.Set || o.FixedGID.Set || o.Sec == mountopts.SecNone
+	return o.AllowOther.Resolve(euid == 0 && !oneIdentity), o.DefaultPermissions.Resolve(!oneIdentity)
 }
 
 // setReadahead lets the kernel read ahead n bytes of a file read in

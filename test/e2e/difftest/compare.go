@@ -1,0 +1,86 @@
+package difftest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Known is a difference between the two mounts that is intended: each is
+// listed, with its reason, in test/e2e/README.md.
+type Known struct {
+	Name string
+	// Match reports whether the results a (the reference mount's) and b
+	// (the mount under test's) of op differ only in this known way.
+	Match func(op Op, a, b Result) bool
+}
+
+// Difference is one result that differs.
+type Difference struct {
+	Index int
+	Op    Op
+	A, B  Result
+}
+
+func (d Difference) String() string {
+	return fmt.Sprintf("step %d (%v):\n\treference:  %v\n\tunder test: %v", d.Index, d.Op, d.A, d.B)
+}
+
+// Compare returns the results of ops that differ between the reference run
+// a and the run under test b, except those a known difference explains;
+// explained counts those, by name.
+func Compare(ops []Op, a, b []Result, known []Known) (diffs []Difference, explained map[string]int) {
+	explained = make(map[string]int)
+	for i, op := range ops {
+		if a[i].String() == b[i].String() {
+			continue
+		}
+		name := ""
+		for _, k := range known {
+			if k.Match(op, a[i], b[i]) {
+				name = k.Name
+				break
+			}
+		}
+		if name != "" {
+			explained[name]++
+			continue
+		}
+		diffs = append(diffs, Difference{Index: i, Op: op, A: a[i], B: b[i]})
+	}
+	return diffs, explained
+}
+
+// Report renders the differences of a run of script for a test failure:
+// the steps before each difference for context, and the difference marked.
+func Report(script string, ops []Op, a, b []Result, diffs []Difference) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "script %q: %d of %d results differ (reference | under test)\n", script, len(diffs), len(ops))
+	differs := make(map[int]bool)
+	for _, d := range diffs {
+		differs[d.Index] = true
+	}
+	shown := make(map[int]bool)
+	for n, d := range diffs {
+		if n == 8 {
+			fmt.Fprintf(&s, "  ... %d more\n", len(diffs)-n)
+			break
+		}
+		for j := max(0, d.Index-3); j <= d.Index; j++ {
+			if shown[j] {
+				continue
+			}
+			shown[j] = true
+			mark := " "
+			if differs[j] {
+				mark = "!"
+			}
+			fmt.Fprintf(&s, "%s %3d %v\n", mark, j, ops[j])
+			if differs[j] {
+				fmt.Fprintf(&s, "        %v\n        %v\n", a[j], b[j])
+			} else {
+				fmt.Fprintf(&s, "        %v\n", a[j])
+			}
+		}
+	}
+	return s.String()
+}

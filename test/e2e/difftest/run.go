@@ -1,0 +1,362 @@
+package difftest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// User is one identity of a run.
+type User struct {
+	Name     string
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// Root and two unprivileged users who share a group (staff, 3000).
+var (
+	Root  = User{Name: "root"}
+	Alice = User{Name: "alice", UID: 2001, GID: 2001, Groups: []uint32{2001, 3000}}
+	Bob   = User{Name: "bob", UID: 2002, GID: 2002, Groups: []uint32{2002, 3000}}
+	Users = []User{Root, Alice, Bob}
+)
+
+// worker makes one user's calls on an OS thread that holds the user's
+// credentials for the rest of its life: raw setgroups, setresgid and
+// setresuid change only the calling thread, and a thread that dropped root
+// cannot take it back, so the thread is never given back to the runtime.
+type worker struct {
+	jobs chan func()
+}
+
+func startWorker(u User) (*worker, error) {
+	w := &worker{jobs: make(chan func())}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // for good: the thread ends with the goroutine
+		if err := become(u); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		for job := range w.jobs {
+			job()
+		}
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("difftest: becoming %s: %w", u.Name, err)
+	}
+	return w, nil
+}
+
+func become(u User) error {
+	if u.UID == 0 {
+		return nil
+	}
+	groups := make([]int, len(u.Groups))
+	for i, g := range u.Groups {
+		groups[i] = int(g)
+	}
+	if err := unix.Setgroups(groups); err != nil {
+		return err
+	}
+	if _, _, en := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(u.GID), uintptr(u.GID), uintptr(u.GID)); en != 0 {
+		return en
+	}
+	if _, _, en := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(u.UID), uintptr(u.UID), uintptr(u.UID)); en != 0 {
+		return en
+	}
+	return nil
+}
+
+func (w *worker) do(fn func()) {
+	done := make(chan struct{})
+	w.jobs <- func() { fn(); close(done) }
+	<-done
+}
+
+// Run is one run of scripts in one directory.
+type Run struct {
+	dir     string
+	workers map[string]*worker
+	fds     map[string]int
+	start   time.Time
+	last    map[uint64]Attr // by inode: the previous stat of the file
+}
+
+// NewRun prepares runs in dir, which must exist and be writable by every
+// user.
+func NewRun(dir string, users []User) (*Run, error) {
+	r := &Run{dir: dir, workers: make(map[string]*worker), fds: make(map[string]int), start: time.Now(), last: make(map[uint64]Attr)}
+	for _, u := range users {
+		w, err := startWorker(u)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.workers[u.Name] = w
+	}
+	return r, nil
+}
+
+// Close closes the descriptors the scripts left open and ends the users'
+// threads.
+func (r *Run) Close() {
+	for name, fd := range r.fds {
+		unix.Close(fd)
+		delete(r.fds, name)
+	}
+	for _, w := range r.workers {
+		close(w.jobs)
+	}
+	r.workers = nil
+}
+
+// Script runs ops in order and returns their results.
+func (r *Run) Script(ops []Op) []Result {
+	res := make([]Result, len(ops))
+	for i, op := range ops {
+		if op.mutates() {
+			// The servers' clocks tick every few milliseconds: a change
+			// must land in a later tick than the previous one for the
+			// times to show it.
+			time.Sleep(12 * time.Millisecond)
+		}
+		res[i] = r.Do(op)
+	}
+	return res
+}
+
+// Do makes one call.
+func (r *Run) Do(op Op) Result {
+	w := r.workers[op.User]
+	if w == nil {
+		return Result{Errno: "no user " + op.User}
+	}
+	var res Result
+	w.do(func() { res = r.call(op) })
+	if res.Stat != nil {
+		r.note(res.Stat)
+	}
+	return res
+}
+
+// note works out which times of a stat moved since the file's last stat in
+// the run, and which were set far from the run's time.
+func (r *Run) note(a *Attr) {
+	prev, seen := r.last[a.Ino]
+	a.Changed = "-"
+	if seen {
+		var c string
+		if a.Mtime != prev.Mtime {
+			c += "m"
+		}
+		if a.Ctime != prev.Ctime {
+			c += "c"
+		}
+		if c != "" {
+			a.Changed = c
+		}
+	}
+	r.last[a.Ino] = *a
+	far := func(t Time) bool {
+		d := time.Unix(t.Sec, t.Nsec).Sub(r.start)
+		return d < -24*time.Hour || d > 24*time.Hour
+	}
+	var set []string
+	if far(a.Atime) {
+		set = append(set, fmt.Sprintf("atime %d.%09d", a.Atime.Sec, a.Atime.Nsec))
+	}
+	if far(a.Mtime) {
+		set = append(set, fmt.Sprintf("mtime %d.%09d", a.Mtime.Sec, a.Mtime.Nsec))
+	}
+	a.Set = strings.Join(set, " ")
+}
+
+func (r *Run) path(p string) string { return filepath.Join(r.dir, p) }
+
+// call makes op on the calling thread.
+func (r *Run) call(op Op) Result {
+	p, p2 := r.path(op.Path), r.path(op.Path2)
+	switch op.Call {
+	case Open:
+		fd, err := unix.Open(p, op.Flags|unix.O_CLOEXEC, op.Mode)
+		if err == nil {
+			if old, ok := r.fds[op.FD]; ok {
+				unix.Close(old)
+			}
+			r.fds[op.FD] = fd
+		}
+		return result(0, err)
+	case Close:
+		fd, ok := r.fds[op.FD]
+		if !ok {
+			return Result{Errno: "EBADF"}
+		}
+		delete(r.fds, op.FD)
+		return result(0, unix.Close(fd))
+	case Pwrite:
+		fd, ok := r.fds[op.FD]
+		if !ok {
+			return Result{Errno: "EBADF"}
+		}
+		n, err := unix.Pwrite(fd, Bytes(op.Seed, int(op.Len)), op.Off)
+		return result(int64(n), err)
+	case Pread:
+		fd, ok := r.fds[op.FD]
+		if !ok {
+			return Result{Errno: "EBADF"}
+		}
+		buf := make([]byte, op.Len)
+		n, err := unix.Pread(fd, buf, op.Off)
+		res := result(int64(n), err)
+		if err == nil {
+			res.Data = digest(buf[:n])
+		}
+		return res
+	case Fsync:
+		fd, ok := r.fds[op.FD]
+		if !ok {
+			return Result{Errno: "EBADF"}
+		}
+		return result(0, unix.Fsync(fd))
+	case Ftruncate:
+		fd, ok := r.fds[op.FD]
+		if !ok {
+			return Result{Errno: "EBADF"}
+		}
+		return result(0, unix.Ftruncate(fd, op.Len))
+	case Fstat:
+		fd, ok := r.fds[op.FD]
+		if !ok {
+			return Result{Errno: "EBADF"}
+		}
+		var st unix.Stat_t
+		return statResult(&st, unix.Fstat(fd, &st))
+	case Truncate:
+		return result(0, unix.Truncate(p, op.Len))
+	case Stat:
+		var st unix.Stat_t
+		return statResult(&st, unix.Stat(p, &st))
+	case Lstat:
+		var st unix.Stat_t
+		return statResult(&st, unix.Lstat(p, &st))
+	case Chmod:
+		return result(0, unix.Chmod(p, op.Mode))
+	case Chown:
+		return result(0, unix.Lchown(p, op.UID, op.GID))
+	case Utimes:
+		if op.Now {
+			return result(0, unix.UtimesNanoAt(unix.AT_FDCWD, p, nil, 0))
+		}
+		ts := []unix.Timespec{{Sec: op.Atime}, {Sec: op.Mtime}}
+		return result(0, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
+	case Unlink:
+		return result(0, unix.Unlink(p))
+	case Rmdir:
+		return result(0, unix.Rmdir(p))
+	case Mkdir:
+		return result(0, unix.Mkdir(p, op.Mode))
+	case Mkfifo:
+		return result(0, unix.Mknod(p, unix.S_IFIFO|op.Mode, 0))
+	case Rename:
+		return result(0, unix.Rename(p, p2))
+	case Link:
+		return result(0, unix.Link(p, p2))
+	case Symlink:
+		return result(0, unix.Symlink(op.Path2, p))
+	case Readlink:
+		buf := make([]byte, 4096)
+		n, err := unix.Readlink(p, buf)
+		res := result(0, err)
+		if err == nil {
+			res.Data = string(buf[:n])
+		}
+		return res
+	case Access:
+		return result(0, unix.Faccessat2(unix.AT_FDCWD, p, uint32(op.Flags), unix.AT_EACCESS))
+	case Readdir:
+		f, err := os.Open(p)
+		if err != nil {
+			return result(0, err)
+		}
+		defer f.Close()
+		names, err := f.Readdirnames(-1)
+		slices.Sort(names)
+		res := result(int64(len(names)), err)
+		res.Data = strings.Join(names, ",")
+		return res
+	case ReadFile:
+		data, err := os.ReadFile(p)
+		res := result(int64(len(data)), err)
+		if err == nil {
+			res.Data = digest(data)
+		}
+		return res
+	case Chdir:
+		// The thread's working directory is the process's: open the
+		// directory instead, which walks the path as chdir does.
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return result(0, err)
+	}
+	return Result{Errno: "unknown call " + string(op.Call)}
+}
+
+func result(ret int64, err error) Result {
+	if err == nil {
+		return Result{Ret: ret}
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return Result{Errno: errnoName(en)}
+	}
+	return Result{Errno: err.Error()}
+}
+
+func statResult(st *unix.Stat_t, err error) Result {
+	if err != nil {
+		return result(0, err)
+	}
+	return Result{Stat: &Attr{
+		Mode: st.Mode, UID: st.Uid, GID: st.Gid, Nlink: st.Nlink, Size: st.Size, Ino: st.Ino,
+		Atime: Time{st.Atim.Sec, st.Atim.Nsec},
+		Mtime: Time{st.Mtim.Sec, st.Mtim.Nsec},
+		Ctime: Time{st.Ctim.Sec, st.Ctim.Nsec},
+	}}
+}
+
+func errnoName(en syscall.Errno) string {
+	if name := unix.ErrnoName(en); name != "" {
+		return name
+	}
+	return fmt.Sprintf("errno %d", int(en))
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("%d:%s", len(b), hex.EncodeToString(sum[:6]))
+}
+
+// Bytes returns n pseudo-random bytes of seed: what a Pwrite writes.
+func Bytes(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
