@@ -120,6 +120,10 @@ func (h *harness) lookup(parent uint64, name string) (uint64, fuse.Attr, syscall
 	var out fuse.EntryOut
 	hd := h.header(parent)
 	st := h.raw.Lookup(nil, &hd, name, &out)
+	if st.Ok() && out.NodeId == 0 {
+		// A negative entry, which the kernel caches: "no such name".
+		return 0, out.Attr, syscall.ENOENT
+	}
 	return out.NodeId, out.Attr, errnoOf(st)
 }
 
