@@ -1,7 +1,7 @@
 # rdmafs
 #   make demo        set up, build, and show rdmafs at work on this machine (root)
 #   make build       bin/rdmafs
-#   make test        unit, fuzz-seed and host end-to-end tests (root for the host tests)
+#   make test        unit, fuzz-seed and host end-to-end tests, with the race detector (root for the host tests)
 #   make bench       TCP benchmark on this machine: rdmafs vs libnfs vs a FUSE loopback (root)
 #   make e2e         end-to-end tests in a qemu guest with SoftRoCE and knfsd (root; test/e2e/README.md)
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
@@ -31,9 +31,10 @@ build: deps
 demo: build
 	./demo.sh bin/rdmafs
 
+# The race detector runs over every package: a race fails the tests.
 test: deps
 	$(GO) vet ./...
-	$(GO) test ./...
+	$(GO) test -race ./...
 
 bench: build
 	$(GO) run ./bench/hostbench
