@@ -5,6 +5,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -156,4 +157,31 @@ func TestTimesClamped(t *testing.T) {
 			t.Errorf("set mtime %d: the server has %d, the client shows %d; want %d", c.set, got, attr.Mtime, c.want)
 		}
 	}
+}
+
+// TestStatSendsQueuedWrites: a stat after a write shows the mtime the
+// server gave the file for it, as the kernel client's stat, which sends
+// the written data first.
+func TestStatSendsQueuedWrites(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	node, fh := h.mustCreate(rootNode, "f", 0o644)
+	before, en := h.getattr(node)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if en := h.write(node, fh, 0, []byte("data")); en != 0 {
+		t.Fatal(en)
+	}
+	after, en := h.getattr(node)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	if after.Mtime == before.Mtime && after.Mtimensec == before.Mtimensec {
+		t.Errorf("mtime after a write is the one before it (%d.%09d)", after.Mtime, after.Mtimensec)
+	}
+	if got := string(h.serverFile("f")); got != "data" {
+		t.Errorf("the server has %q after the stat", got)
+	}
+	h.close(node, fh)
 }

@@ -290,19 +290,6 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Getattr on a handle is Getattr of its node (fstat).
-func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	ctx, release := killable(ctx)
-	defer release()
-	a, err := h.fs.getattr(ctx, h.obj, false)
-	if err != nil {
-		return errno(err)
-	}
-	h.fs.fillAttr(h.obj, &a, &out.Attr)
-	out.SetTimeout(h.fs.attrTimeout(h.obj))
-	return 0
-}
-
 // Setattr implements gofs.NodeSetattrer: chmod, chown, truncate, utimes.
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx, release := killable(ctx)

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"math"
 	"syscall"
 	"time"
 
@@ -178,10 +179,17 @@ func (f *FS) fillEntry(dir, child *object, a *nfs3.Fattr, out *fuse.EntryOut) {
 	}
 }
 
-// Getattr implements gofs.NodeGetattrer.
+// Getattr implements gofs.NodeGetattrer, for stat and fstat alike. Data written through this client and not
+// yet sent goes to the server first, as the kernel client flushes it before
+// a stat: the server sets the file's mtime and ctime when the data arrives.
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	ctx, release := killable(ctx)
 	defer release()
+	if wb := n.obj.writeback(); wb != nil {
+		if err := wb.waitSent(ctx, 0, math.MaxInt64); err != nil {
+			return errno(err)
+		}
+	}
 	a, err := n.fs.getattr(ctx, n.obj, false)
 	if err != nil {
 		return errno(err)

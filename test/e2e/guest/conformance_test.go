@@ -1,0 +1,143 @@
+package guest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/difftest"
+	"github.com/rdmafs/rdmafs/test/e2e/exerciser"
+)
+
+// The client's conformance, with the kernel NFS client as the oracle: the
+// same scripts of system calls, as root and as two users, on a kernel NFS
+// mount and on rdmafs mounts of the same knfsd export, must give the same
+// results, but for the differences listed in knownDifferences (and in
+// test/e2e/README.md, with their reasons).
+
+// knownDifferences are the intended differences between rdmafs and the
+// kernel client; test/e2e/README.md gives the reason of each.
+var knownDifferences = []difftest.Known{}
+
+// shared makes a directory under the export that every user may work in,
+// through the mount mnt, and returns its path relative to the export.
+func shared(t *testing.T, mnt, rel string) string {
+	t.Helper()
+	p := filepath.Join(mnt, rel)
+	if err := os.MkdirAll(p, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}
+
+// reach lets every user walk to the mount point mnt.
+func reach(t *testing.T, mnt string) {
+	t.Helper()
+	for d := mnt; d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runScript runs c in a new directory rel under mnt.
+func runScript(t *testing.T, c difftest.Case, mnt, rel string) []difftest.Result {
+	t.Helper()
+	shared(t, mnt, rel)
+	run, err := difftest.NewRun(filepath.Join(mnt, rel), difftest.Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	return run.Script(c.Ops)
+}
+
+// diffSeed is the seed of the random scripts: RDMAFS_DIFF_SEED replays one.
+func diffSeed(t *testing.T) uint64 {
+	if s := os.Getenv("RDMAFS_DIFF_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			t.Fatalf("RDMAFS_DIFF_SEED=%q: %v", s, err)
+		}
+		return seed
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// TestDifferentialKernelClient runs the scripted cases and random scripts
+// on the kernel client's mount and on rdmafs mounts over TCP and RDMA, and
+// compares every result.
+func TestDifferentialKernelClient(t *testing.T) {
+	e := lab(t)
+	ref := mountKernel(t, e, "tcp")
+	reach(t, ref)
+	under := map[string]string{"tcp": mountRdmafs(t, e, "proto=tcp,vers=3")}
+	if e.RdmafsRDMA {
+		under["rdma"] = mountRdmafs(t, e, "proto=rdma,vers=3")
+	}
+	for _, mnt := range under {
+		reach(t, mnt)
+	}
+	base := shared(t, ref, fmt.Sprintf("diff-%d", time.Now().UnixNano()))
+	seed := diffSeed(t)
+	t.Logf("random scripts from seed %d (replay: RDMAFS_DIFF_SEED=%d)", seed, seed)
+	cases := append(difftest.Cases(), difftest.Random(seed, 300), difftest.Random(seed+1, 300))
+	for i, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			want := runScript(t, c, ref, filepath.Join(base, fmt.Sprintf("%d-kernel", i)))
+			for _, proto := range []string{"tcp", "rdma"} {
+				mnt, ok := under[proto]
+				if !ok {
+					continue
+				}
+				got := runScript(t, c, mnt, filepath.Join(base, fmt.Sprintf("%d-rdmafs-%s", i, proto)))
+				diffs, explained := difftest.Compare(c.Ops, want, got, knownDifferences)
+				if len(diffs) > 0 {
+					t.Errorf("rdmafs over %s against the kernel client:\n%s", proto, difftest.Report(c.Name, c.Ops, want, got, diffs))
+				}
+				for name, n := range explained {
+					t.Logf("rdmafs over %s: %d results differ as known: %s", proto, n, name)
+				}
+			}
+		})
+	}
+}
+
+// TestExerciserKnfsd runs the random file exerciser through two mounts of
+// the knfsd export: the kernel client's first (which proves the model), then
+// rdmafs's over RDMA (TCP when rdmafs has no RDMA).
+func TestExerciserKnfsd(t *testing.T) {
+	e := lab(t)
+	seed := diffSeed(t)
+	ops := 4000
+	if n, err := strconv.Atoi(os.Getenv("RDMAFS_EXERCISER_OPS")); err == nil && n > 0 {
+		ops = n
+	}
+	proto := "tcp"
+	if e.RdmafsRDMA {
+		proto = "rdma"
+	}
+	for _, client := range []string{"kernel", "rdmafs"} {
+		t.Run(client, func(t *testing.T) {
+			var a, b string
+			if client == "kernel" {
+				a, b = mountKernel(t, e, "rdma"), mountKernel(t, e, "tcp")
+			} else {
+				a, b = mountRdmafs(t, e, "proto="+proto+",vers=3"), mountRdmafs(t, e, "proto="+proto+",vers=3")
+			}
+			dir := fmt.Sprintf("exerciser-%s-%d", client, time.Now().UnixNano())
+			t.Logf("seed %d, %d operations (replay: RDMAFS_DIFF_SEED=%d)", seed, ops, seed)
+			start := time.Now()
+			if err := exerciser.Run(exerciser.Config{Mounts: []string{a, b}, Dir: dir, Seed: seed, Ops: ops}); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d operations in %v", ops, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
