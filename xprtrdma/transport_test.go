@@ -46,7 +46,10 @@ func newTestBed(t *testing.T, cfg ServerConfig) *testBed {
 	needRoot(t)
 	b := &testBed{dir: t.TempDir(), prov: soft.New()}
 	var err error
-	if b.nfs, err = server.New(server.Options{Root: b.dir}); err != nil {
+	// MOUNT comes over TCP from an unreserved port, and the tests act as
+	// root: the export is insecure and does not squash root.
+	export := server.Export{Insecure: true, NoRootSquash: true}
+	if b.nfs, err = server.New(server.Options{Root: b.dir, Export: export}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.nfs.Close() })

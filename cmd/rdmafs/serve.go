@@ -118,7 +118,11 @@ func serve(args []string) error {
 	}
 	defer startProfile(".serve")()
 	logger := log.New(os.Stderr, "rdmafs serve: ", log.LstdFlags)
-	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.readOnly, Workers: o.workers, Logf: logger.Printf})
+	// Until serve has knfsd's export options: its former behaviour, every
+	// client, any port, root as root.
+	open, _ := server.ParseClients("*")
+	export := server.Export{Insecure: true, NoRootSquash: true, Clients: open}
+	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.readOnly, Workers: o.workers, Export: export, Logf: logger.Printf})
 	if err != nil {
 		return err
 	}

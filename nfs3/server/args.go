@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
 	"strings"
 
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
@@ -37,7 +36,7 @@ const (
 	maxName = 255 // longest file name the front lets through (NAME_MAX)
 
 	// maxIO is the largest READ and WRITE the server offers in FSINFO; READ
-	// counts above it are clamped so go-nfs never allocates more per call.
+	// counts above it are lowered to it (a server may return less).
 	maxIO = 1 << 20
 	// maxDirReply bounds READDIR count and READDIRPLUS dircount/maxcount.
 	maxDirReply = 1 << 20
@@ -49,6 +48,8 @@ const (
 	dataSync = 1
 	fileSync = 2
 
+	createUnchecked = 0
+	createGuarded   = 1
 	createExclusive = 2
 
 	typeReg  = 1
@@ -64,10 +65,7 @@ const (
 	timeClient     = 2
 )
 
-// sattr is a decoded sattr3. The front keeps it for the whole call because
-// go-nfs's SetFileAttributes loses information the filesystem layer needs:
-// the setuid/setgid/sticky bits and whether a time is "now" (which needs only
-// write permission) or a client-given value (which needs ownership).
+// sattr is a decoded sattr3.
 type sattr struct {
 	setMode, setUID, setGID, setSize bool
 	mode, uid, gid                   uint32
@@ -76,8 +74,7 @@ type sattr struct {
 	atime, mtime                     [2]uint32 // seconds, nanoseconds
 }
 
-// nfsArgs holds the decoded arguments of one call: what the front needs to
-// answer it, and what the filesystem layer needs while go-nfs serves it.
+// nfsArgs holds the decoded arguments of one call.
 type nfsArgs struct {
 	fh       []byte
 	name     string // diropargs name; LINK's new name
@@ -90,29 +87,26 @@ type nfsArgs struct {
 	mask     uint32    // ACCESS
 	stable   uint32    // WRITE
 	offset   uint64    // READ, WRITE
-	count    uint32    // READ, WRITE
+	count    uint32    // READ, WRITE; READDIR count, READDIRPLUS maxcount
+	dircount uint32    // READDIRPLUS
+	cookie   uint64    // READDIR, READDIRPLUS
+	verf     [8]byte   // READDIR, READDIRPLUS cookie verifier
 	data     []byte    // WRITE; aliases the message
 	how      uint32    // CREATE mode
 	ftype    uint32    // MKNOD
 	spec     [2]uint32 // MKNOD device numbers
 	target   string    // SYMLINK
 	dirpath  string    // MOUNT MNT
-
-	// Offsets (into the arguments) of counts the front lowers before go-nfs
-	// sees them; -1 when absent.
-	clampAt  [2]int
-	clampMax uint32
 }
 
-// decodeArgs walks the arguments of an NFS or MOUNT call. It checks that
-// every item is present and every variable-length item fits in what is left
-// of the message (and handles in 64 bytes), so that go-nfs, which allocates
-// whatever length a message claims before reading it, only ever sees
-// well-formed arguments. It returns false for arguments that do not decode
+// decodeArgs decodes the arguments of an NFS or MOUNT call. Every item must
+// be present and every variable-length item must fit in what is left of the
+// message (and handles in 64 bytes); nothing is allocated for a length the
+// message merely claims. It returns false for arguments that do not decode
 // (GARBAGE_ARGS).
 func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	r := xdr.NewDecoder(b)
-	a := &nfsArgs{clampAt: [2]int{-1, -1}}
+	a := &nfsArgs{}
 	rest := func() int { return len(b) - r.Offset() }
 	name := func() string { return string(r.Opaque(rest())) }
 
@@ -141,7 +135,6 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		a.mask = r.Uint32()
 	case nfsRead:
 		a.offset = r.Uint64()
-		a.clampAt[0], a.clampMax = r.Offset(), maxIO
 		a.count = min(r.Uint32(), maxIO)
 	case nfsWrite:
 		a.offset = r.Uint64()
@@ -195,18 +188,13 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	case nfsLink:
 		a.fh2 = r.Opaque(maxFH)
 		a.name = name()
-	case nfsReaddir:
-		r.Uint64()
-		r.Fixed(8)
-		a.clampAt[0], a.clampMax = r.Offset(), maxDirReply
-		r.Uint32()
-	case nfsReaddirplus:
-		r.Uint64()
-		r.Fixed(8)
-		a.clampAt[0], a.clampMax = r.Offset(), maxDirReply
-		r.Uint32()
-		a.clampAt[1] = r.Offset()
-		r.Uint32()
+	case nfsReaddir, nfsReaddirplus:
+		a.cookie = r.Uint64()
+		copy(a.verf[:], r.Fixed(8))
+		if proc == nfsReaddirplus {
+			a.dircount = r.Uint32()
+		}
+		a.count = r.Uint32()
 	case nfsCommit:
 		r.Uint64()
 		r.Uint32()
@@ -240,32 +228,16 @@ func decodeSattr(r *xdr.Decoder) sattr {
 	return s
 }
 
-// clamp lowers the counts recorded by decodeArgs in the argument bytes, in
-// place. A server may return less than asked; go-nfs sizes its buffers by
-// these counts.
-func (a *nfsArgs) clamp(args []byte) {
-	for _, at := range a.clampAt {
-		if at < 0 || at+4 > len(args) {
-			continue
-		}
-		if binary.BigEndian.Uint32(args[at:]) > a.clampMax {
-			binary.BigEndian.PutUint32(args[at:], a.clampMax)
-		}
-	}
-}
-
 // frontStatus is the NFS status the front answers a call with without
 // serving it, or nfs3OK.
 //
-// A handle that is not of our shape is STALE right away: go-nfs reads some
-// handles with a single Read that fails on an empty one at the end of the
-// message (it would answer INVAL), and misreads what follows a handle whose
-// length is not a multiple of 4.
+// A handle that is not of our shape is STALE right away, as knfsd answers a
+// handle it cannot decode.
 //
-// go-nfs joins names into paths, so a name with a slash would address
-// another directory; knfsd refuses such names with ACCES (as does the
-// kernel's lookup_one_len), and longer names than NAME_MAX with
-// NAMETOOLONG.
+// A name is one component: knfsd refuses one with a slash with ACCES (as does
+// the kernel's lookup_one_len), and longer names than NAME_MAX with
+// NAMETOOLONG. "." and ".." name no new object: knfsd answers EXIST to make,
+// ACCES to remove and PERM to rename them (LOOKUP resolves them).
 func (a *nfsArgs) frontStatus(proc uint32) uint32 {
 	if proc == nfsNull {
 		return nfs3OK
@@ -286,6 +258,14 @@ func (a *nfsArgs) frontStatus(proc uint32) uint32 {
 			return nfs3ErrAcces
 		case len(n) > maxName:
 			return nfs3ErrNameTooLong
+		case n != "." && n != "..":
+		case proc == nfsLookup:
+		case proc == nfsRemove || proc == nfsRmdir:
+			return nfs3ErrAcces
+		case proc == nfsRename:
+			return nfs3ErrPerm
+		default:
+			return nfs3ErrExist
 		}
 	}
 	return nfs3OK

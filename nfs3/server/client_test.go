@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -25,6 +26,17 @@ var (
 )
 
 func asUser(uid uint32) *sysCred { return &sysCred{uid: uid, gid: uid} }
+
+// trusted is the export of the tests that are not about its security: the
+// test client connects from an unprivileged port and calls as root to act
+// with root's rights. The security tests use the defaults.
+var trusted = Export{Insecure: true, NoRootSquash: true}
+
+// readRecord reads one record-marked message.
+func readRecord(r io.Reader, buf []byte) ([]byte, error) {
+	rr := recordReader{r: r}
+	return rr.read(buf)
+}
 
 type rpcReply struct {
 	xid, replyStat, stat uint32 // stat: accept_stat or reject_stat

@@ -53,8 +53,9 @@ const credThreads = 16
 // threads, and no other goroutine ever runs on a thread that switched.
 //
 // A non-zero fsuid drops the filesystem capabilities (CAP_DAC_OVERRIDE,
-// CAP_CHOWN, CAP_FOWNER, ...) from the thread; uid 0 keeps them. There is no
-// root squashing.
+// CAP_CHOWN, CAP_FOWNER, CAP_FSETID, ...) from the thread; uid 0 keeps them,
+// as knfsd keeps them for root. c is the identity after the export's
+// squashing (see Export.squash).
 func (id *identity) runAs(c cred, fn func() error) error {
 	if id.is(c) {
 		// The caller is the server's own identity (root, mostly): no

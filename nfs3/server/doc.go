@@ -1,5 +1,6 @@
-// Package server is the engine of "rdmafs serve": a small NFSv3 server that
-// exports an existing directory as "/", built on github.com/willscott/go-nfs.
+// Package server is the engine of "rdmafs serve": an NFSv3 and MOUNT v3
+// server that exports an existing directory as "/", with knfsd's semantics
+// and knfsd's export defaults (exports(5)).
 //
 // Linux only, and it must run as root: file handles come from
 // name_to_handle_at and are opened with open_by_handle_at
@@ -11,50 +12,60 @@
 // A transport hands a Session whole RPC call messages (Session.Call) and
 // gets replies back through a send function; Serve runs one Session per TCP
 // connection, and an RPC-over-RDMA listener can do the same per RDMA
-// connection. In a Session, the front parses the RPC header and walks the
-// arguments itself, and answers what does not need the filesystem: RPC
-// refusals, NULL, all of MOUNT, malformed arguments, bad handles and names.
-// Every other call goes to one of the session's workers; a worker is one
-// go-nfs server and connection over an in-memory pipe, so a session serves
-// up to Options.Workers calls at once although go-nfs serves one call at a
-// time per connection. The NFS procedures go-nfs gets wrong are answered by
-// the worker itself (see frontAnswers); replies go-nfs produces are
-// corrected where its error mapping loses the cause (see fixReply).
+// connection. In a Session, the front parses the RPC header and the
+// arguments, applies the export's access rules (clients, secure ports,
+// squashing: see Export), and answers what does not need the filesystem:
+// RPC refusals, NULL, MOUNT, malformed arguments, bad handles and names.
+// Every other call goes to one of the session's workers, up to
+// Options.Workers calls at once, whose replies may go out in any order.
 //
 // # Semantics
 //
 //   - File handles are the kernel's (type and bytes, versioned, at most 64
 //     bytes): they survive renames and restarts of the server, like knfsd's.
-//     A handle that does not decode, or whose file is gone, is NFS3ERR_STALE.
+//     A handle that does not decode, whose object is gone, or whose object
+//     lies outside the export, is NFS3ERR_STALE.
+//   - A call works on descriptors, never on paths: its handle is opened
+//     with open_by_handle_at and every name is looked up in that directory's
+//     descriptor, so objects at any depth (paths beyond PATH_MAX) are served
+//     alike.
 //   - Every filesystem system call of a call runs on a locked OS thread with
-//     the call's AUTH_SYS uid, gid and groups as filesystem credentials
-//     (AUTH_NONE is nobody, 65534), so the kernel enforces permissions and
-//     new files belong to the caller. There is no root squashing: uid 0 keeps
-//     root's rights (within the export). As in knfsd, the owner of a file
-//     may read and write it whatever its mode, and whoever may execute a file
-//     may read it.
+//     the call's identity as filesystem credentials: its AUTH_SYS uid, gid
+//     and groups after the export's squashing (root_squash by default), or
+//     the anonymous identity for AUTH_NONE. The kernel therefore enforces
+//     permissions, new files belong to the caller, and a write by someone
+//     without CAP_FSETID clears setuid and setgid. As in knfsd, the owner of
+//     a file may read and write it whatever its mode, and whoever may execute
+//     a file may read it.
+//   - Attributes are the file's own, from statx: atime, mtime and ctime with
+//     nanoseconds. SETATTR sets times to the client's value or to the
+//     server's time (UTIME_NOW, which needs only write permission).
 //   - ACCESS is the kernel's answer (faccessat2) for the caller.
-//   - Symbolic links are never followed by the server and no path leaves the
-//     export or crosses into another mount below it (openat2 with
-//     RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV).
+//   - Symbolic links are never followed by the server and no lookup leaves
+//     the export or crosses into another mount below it (openat2 with
+//     RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV); mount points
+//     are left out of listings.
+//   - MOUNT mounts the export's root or any directory below it; EXPORT lists
+//     "/" with its clients (showmount -e).
+//   - READDIR cookies are the filesystem's directory offsets, as knfsd's are:
+//     a listing keeps no state on the server.
 //   - The WRITE/COMMIT verifier is new at each New, so clients resend
 //     uncommitted data after a restart. UNSTABLE writes are answered
 //     UNSTABLE and synced by COMMIT; DATA_SYNC and FILE_SYNC are synced
 //     before the reply.
+//   - Files of callers served as the server itself stay open between calls
+//     (see fileCache) and are closed when their name is removed or renamed
+//     over, or after two idle seconds, as knfsd's file cache does.
 //
-// # Limitations (from go-nfs)
+// # Limits
 //
-//   - Attributes carry mtime as atime and ctime too (go-nfs builds fattr3
-//     from os.FileInfo). fattr3.mode also carries go-nfs's os.FileMode type
-//     bits above bit 15; clients must mask it with 07777 (Linux does).
-//   - CREATE EXCLUSIVE answers NFS3ERR_NOTSUPP; clients fall back to GUARDED,
-//     whose existence check and creation are not atomic.
-//   - go-nfs works on paths, so a handle is turned into the file's current
-//     path for each call. A file (not a directory) whose dentry the kernel
-//     has evicted comes back without a path; the server then tries the path
-//     it last gave the handle out for and a bounded search of the tree, and
-//     answers STALE if both fail.
-//   - READDIR(PLUS) listings are snapshots taken at cookie 0 and kept for
-//     the following pages (bounded cache; an evicted listing is rebuilt and
-//     stays valid if the directory did not change).
+//   - A TCP record longer than the largest valid call (a 1 MiB WRITE) ends
+//     its connection before anything of it is read; call records held from
+//     all TCP connections together, being received or in service, stay
+//     within a fixed budget (see recordBudget).
+//   - At most Options.MaxConns TCP connections are served (the least
+//     recently active goes to make room), and one with nothing to do for
+//     Options.IdleTimeout (six minutes, as knfsd) is closed.
+//   - CREATE EXCLUSIVE answers NFS3ERR_NOTSUPP; clients fall back to
+//     GUARDED, whose existence check and creation are not atomic.
 package server

@@ -2,32 +2,45 @@ package server
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// fileCache keeps regular files open between the READs and WRITEs of
-// callers the server serves as itself (root, see identity.is), as knfsd's
-// file cache does: such a READ costs a pread and a stat instead of turning
-// the handle into a path and opening the file. Other callers open the file
+// fileCache keeps regular files open between the READs, WRITEs and COMMITs
+// of callers the server serves as itself (root under no_root_squash, see
+// identity.is), as knfsd's file cache does: such a READ costs a pread and a
+// stat instead of opening the file by handle. Other callers open the file
 // for each call, as themselves, so the kernel checks their permissions.
 //
-// A cached file whose last link is gone answers STALE and leaves the cache,
-// as a handle of a deleted file does.
+// Like knfsd's cache, it lets go of a file as soon as its name is removed or
+// renamed over (drop, from REMOVE and RENAME), so the space of a deleted
+// file comes back at once, and closes files unused for fileIdle, so a file
+// written through NFS is not held open for writing (a local exec would fail
+// with ETXTBSY) and a file deleted on the server side does not keep its
+// space for long. A cached file whose last link is gone answers STALE and
+// leaves the cache, as a handle of a deleted file does.
 type fileCache struct {
-	mu    sync.Mutex
-	files map[string]*cachedFile
-	clock uint64
+	mu      sync.Mutex
+	files   map[string]*cachedFile
+	clock   uint64
+	sweeper bool          // a goroutine closes idle files
+	stop    chan struct{} // closed by closeAll
 }
 
 // maxCachedFiles bounds the open files the cache keeps.
 const maxCachedFiles = 256
 
+// fileIdle is how long a cached file stays open unused: knfsd's file cache
+// closes files after about two seconds.
+const fileIdle = 2 * time.Second
+
 type cachedFile struct {
-	fd   int
-	refs int
-	used uint64
-	gone bool // evicted: close at the last release
+	fd      int
+	refs    int
+	used    uint64    // clock of the last use: the least recently used goes first
+	lastUse time.Time // for closing idle files
+	gone    bool      // evicted: close at the last release
 }
 
 // acquire returns the open file of handle fh, if cached.
@@ -51,6 +64,7 @@ func (c *fileCache) add(fh []byte, fd int) *cachedFile {
 	defer c.mu.Unlock()
 	if c.files == nil {
 		c.files = make(map[string]*cachedFile)
+		c.stop = make(chan struct{})
 	}
 	if old := c.files[string(fh)]; old != nil {
 		// Another worker cached it meanwhile: use that one.
@@ -62,9 +76,38 @@ func (c *fileCache) add(fh []byte, fd int) *cachedFile {
 		c.evictOldestLocked()
 	}
 	c.clock++
-	f := &cachedFile{fd: fd, refs: 1, used: c.clock}
+	f := &cachedFile{fd: fd, refs: 1, used: c.clock, lastUse: time.Now()}
 	c.files[string(fh)] = f
+	if !c.sweeper {
+		c.sweeper = true
+		go c.sweep(c.stop)
+	}
 	return f
+}
+
+// sweep closes files unused for fileIdle, until the cache is empty.
+func (c *fileCache) sweep(stop <-chan struct{}) {
+	t := time.NewTicker(fileIdle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			c.mu.Lock()
+			for k, f := range c.files {
+				if f.refs == 0 && now.Sub(f.lastUse) >= fileIdle {
+					c.dropLocked(k)
+				}
+			}
+			if len(c.files) == 0 {
+				c.sweeper = false
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+		}
+	}
 }
 
 func (c *fileCache) evictOldestLocked() {
@@ -78,7 +121,7 @@ func (c *fileCache) evictOldestLocked() {
 	c.dropLocked(oldest)
 }
 
-// drop forgets the file of fh (its file is gone).
+// drop forgets the file of fh (its name is gone).
 func (c *fileCache) drop(fh []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,16 +145,30 @@ func (c *fileCache) release(f *cachedFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f.refs--
+	f.lastUse = time.Now()
 	if f.refs == 0 && f.gone {
 		unix.Close(f.fd)
 	}
 }
 
-// closeAll closes every cached file.
+// open reports how many files the cache holds open.
+func (c *fileCache) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.files)
+}
+
+// closeAll closes every cached file and stops the sweeper.
 func (c *fileCache) closeAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.files {
 		c.dropLocked(k)
 	}
+	if c.stop != nil {
+		close(c.stop)
+		c.stop = nil
+		c.files = nil
+	}
+	c.sweeper = false
 }

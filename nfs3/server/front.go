@@ -3,6 +3,9 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -24,10 +27,10 @@ const (
 	maxAuthBytes   = 400 // RFC 5531: opaque_auth body<400>
 	maxMachineName = 255 // RFC 5531: AUTH_SYS machinename<255>
 	maxAuthGroups  = 16  // RFC 5531: AUTH_SYS gids<16>
-	nobody         = 65534
+	nobody         = 65534 // knfsd's default anonuid and anongid
 
 	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
-	// proc and two empty opaque_auth. go-nfs drops the connection below it.
+	// proc and two empty opaque_auth.
 	minCallLen = 40
 )
 
@@ -48,6 +51,7 @@ const (
 
 	authBadCred = 1
 	authBadVerf = 3
+	authTooWeak = 5
 )
 
 // MOUNT v3 procedures (RFC 1813 appendix I).
@@ -118,7 +122,7 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 
 	switch credFlavor {
 	case authNone:
-		c.cred = nobodyCred()
+		c.cred = anonymousCred()
 	case authSys:
 		cr, ok := parseAuthSys(credBody)
 		if !ok {
@@ -151,7 +155,8 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 }
 
 // parseAuthSys decodes an authsys_parms body. The body must be exactly one
-// well-formed authsys_parms: anything else is AUTH_BADCRED.
+// well-formed authsys_parms: anything else is AUTH_BADCRED. The ids are the
+// caller's claim; the export maps them (Export.squash).
 func parseAuthSys(body []byte) (cred, bool) {
 	r := xdr.NewDecoder(body)
 	r.Uint32() // stamp
@@ -164,24 +169,17 @@ func parseAuthSys(body []byte) (cred, bool) {
 	}
 	groups := make([]int, 0, n)
 	for i := uint32(0); i < n; i++ {
-		groups = append(groups, int(idOrNobody(r.Uint32())))
+		groups = append(groups, int(r.Uint32()))
 	}
 	if r.Err() != nil || r.Offset() != len(body) {
 		return cred{}, false
 	}
-	return cred{uid: idOrNobody(uid), gid: idOrNobody(gid), groups: groups}, true
+	return cred{uid: uid, gid: gid, groups: groups}, true
 }
 
-// idOrNobody maps id -1 to nobody: to setfsuid/setfsgid, -1 means "leave
-// unchanged", which would let such a caller act as the server.
-func idOrNobody(id uint32) uint32 {
-	if id == ^uint32(0) {
-		return nobody
-	}
-	return id
-}
-
-func nobodyCred() cred { return cred{uid: nobody, gid: nobody} }
+// anonymousCred is the identity of an AUTH_NONE call before the export maps
+// it: ids no one has, which Export.squash makes anonymous.
+func anonymousCred() cred { return cred{uid: ^uint32(0), gid: ^uint32(0)} }
 
 // acceptedReply builds a MSG_ACCEPTED reply with an AUTH_NONE verifier,
 // followed by the given words (the body for acceptSuccess, or the version
@@ -220,10 +218,9 @@ func successHeader(xid uint32) *xdr.Encoder {
 }
 
 // inlineReply answers the calls that need neither the filesystem nor a
-// worker: both NULL procedures and the MOUNT procedures go-nfs lacks (MNT,
-// which needs its argument decoded, is answered by mountReply). It returns
-// nil for the other calls.
-func inlineReply(c *rpcCall) []byte {
+// worker: both NULL procedures and the MOUNT procedures other than MNT
+// (which mountReply answers). It returns nil for the other calls.
+func (ss *Session) inlineReply(c *rpcCall) []byte {
 	switch {
 	case c.proc == 0:
 		return acceptedReply(c.xid, acceptSuccess)
@@ -237,33 +234,101 @@ func inlineReply(c *rpcCall) []byte {
 	case mountUmnt, mountUmntAll:
 		return acceptedReply(c.xid, acceptSuccess)
 	case mountExport:
-		// One export, "/", with no group restrictions.
+		// One export, "/", with the clients it allows as its groups, as
+		// mountd lists them (showmount -e).
 		w := successHeader(c.xid)
 		w.Bool(true)
 		w.Opaque([]byte("/"))
-		w.Bool(false) // groups: empty list
+		for _, name := range ss.srv.opts.Export.clientNames(ss.peer.local) {
+			w.Bool(true)
+			w.Opaque([]byte(name))
+		}
+		w.Bool(false) // end of groups
 		w.Bool(false) // no further export
 		return w.Buf
 	}
 	return nil
 }
 
-// mountReply answers MOUNTPROC3_MNT: the root handle and AUTH_SYS for "/",
-// MNT3ERR_NOENT for any other path. go-nfs would answer an empty path with
-// SYSTEM_ERR (it reads the path with a single Read that fails at the end of
-// the message).
-func mountReply(xid uint32, dirpath string, rootHandle []byte) []byte {
-	const mnt3ErrNoEnt = 2
+// MOUNT v3 statuses (mountstat3).
+const (
+	mnt3OK             = 0
+	mnt3ErrNoEnt       = 2
+	mnt3ErrIO          = 5
+	mnt3ErrAcces       = 13
+	mnt3ErrNotDir      = 20
+	mnt3ErrNameTooLong = 63
+)
+
+// mountStatusReply is a MNT reply without a handle.
+func mountStatusReply(xid, status uint32) []byte {
 	w := successHeader(xid)
-	if dirpath != "/" {
-		w.Uint32(mnt3ErrNoEnt)
-		return w.Buf
+	w.Uint32(status)
+	return w.Buf
+}
+
+// mountReply answers MOUNTPROC3_MNT: the handle of the export's root, or of a
+// directory below it (knfsd's mountd mounts subdirectories of an export too),
+// and AUTH_SYS. The path is looked up as the server, confined like every
+// lookup (no symlinks, no other mounts, nothing outside the export).
+func (s *Server) mountReply(xid uint32, dirpath string) []byte {
+	rel, ok := mountPath(dirpath)
+	if !ok {
+		return mountStatusReply(xid, mnt3ErrNoEnt)
 	}
-	w.Uint32(0)
-	w.Opaque(rootHandle)
+	fh := s.rootHandle
+	if rel != "." {
+		fd, err := openat2(s.rootfd, rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return mountStatusReply(xid, mountStatus(err))
+		}
+		fh, err = s.handleAt(fd, "")
+		unix.Close(fd)
+		if err != nil {
+			return mountStatusReply(xid, mountStatus(err))
+		}
+	}
+	w := successHeader(xid)
+	w.Uint32(mnt3OK)
+	w.Opaque(fh)
 	w.Uint32(1) // auth_flavors: [AUTH_SYS]
 	w.Uint32(authSys)
 	return w.Buf
+}
+
+// mountPath turns a MOUNT dirpath (absolute, within the export, which is
+// "/") into a path relative to the export's root: "." for the root itself.
+// Empty components and "." are dropped; ".." is resolved by the confined
+// lookup, which refuses to climb out. A relative path is not an export.
+func mountPath(dirpath string) (string, bool) {
+	if !strings.HasPrefix(dirpath, "/") || strings.IndexByte(dirpath, 0) >= 0 {
+		return "", false
+	}
+	var parts []string
+	for p := range strings.SplitSeq(dirpath, "/") {
+		if p != "" && p != "." {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return ".", true
+	}
+	return strings.Join(parts, "/"), true
+}
+
+// mountStatus maps a lookup error to a mountstat3.
+func mountStatus(err error) uint32 {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return mnt3ErrNoEnt
+	case errors.Is(err, unix.ENOTDIR):
+		return mnt3ErrNotDir
+	case errors.Is(err, unix.ENAMETOOLONG):
+		return mnt3ErrNameTooLong
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP), errors.Is(err, errOtherMount):
+		return mnt3ErrAcces
+	}
+	return mnt3ErrIO
 }
 
 // garbageArgs is the reply to a call whose arguments do not decode.

@@ -3,11 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
-	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,9 +18,6 @@ import (
 //	bytes 2-3  zero
 //	bytes 4-7  kernel handle type, big-endian
 //	8..8+n     kernel handle, then zero padding to a multiple of 4
-//
-// The multiple of 4 matters: go-nfs reads some handles without consuming XDR
-// padding.
 const (
 	handleVersion   = 1
 	handleHeaderLen = 8
@@ -71,8 +64,8 @@ func wellFormedHandle(fh []byte) bool {
 }
 
 // initHandles checks that the root's filesystem gives out handles that fit
-// NFSv3 and that this process may open them, and remembers the root's handle
-// and mount.
+// NFSv3 and that this process may open them, and remembers the root's handle,
+// mount and inode.
 func (s *Server) initHandles() error {
 	h, mnt, err := unix.NameToHandleAt(s.rootfd, "", unix.AT_EMPTY_PATH)
 	if err != nil {
@@ -85,6 +78,9 @@ func (s *Server) initHandles() error {
 	if s.rootHandle, err = encodeHandle(h); err != nil {
 		return fmt.Errorf("server: %s: %w", s.rootPath, err)
 	}
+	if err := statFD(s.rootfd, &s.rootStat); err != nil {
+		return fmt.Errorf("server: %s: %w", s.rootPath, err)
+	}
 	fd, err := unix.OpenByHandleAt(s.rootfd, h, unix.O_PATH|unix.O_CLOEXEC)
 	if err != nil {
 		if err == unix.EPERM {
@@ -93,177 +89,275 @@ func (s *Server) initHandles() error {
 		return fmt.Errorf("server: %s: open_by_handle_at: %w", s.rootPath, err)
 	}
 	defer unix.Close(fd)
-	if p, ok := s.relPath(fd); !ok || p != "" {
-		return fmt.Errorf("server: %s: its file handle opens %q, not the root", s.rootPath, p)
+	var st unix.Statx_t
+	if err := statFD(fd, &st); err != nil || !s.isRoot(&st) {
+		return fmt.Errorf("server: %s: its file handle does not open the root", s.rootPath)
 	}
 	return nil
 }
 
-// handleFor returns the NFS handle of rel. It runs with the server's own
-// identity: go-nfs asks for handles of objects it has just looked up or
-// created as the caller.
-func (s *Server) handleFor(rel string) ([]byte, error) {
-	if rel == "" {
-		return s.rootHandle, nil
+// handleAt returns the NFS handle of name in the directory dirfd (of the
+// object dirfd itself when name is ""). The object must be on the export's
+// mount. It needs no privilege: callers' calls ask for it as the caller.
+func (s *Server) handleAt(dirfd int, name string) ([]byte, error) {
+	flags := 0
+	if name == "" {
+		flags = unix.AT_EMPTY_PATH
 	}
-	o, err := s.locate(rel)
-	if err != nil {
-		return nil, fmt.Errorf("server: handle for %q: %w", rel, err)
-	}
-	defer o.close()
-	h, mnt, err := unix.NameToHandleAt(o.dirfd, o.name, 0)
-	if err != nil {
-		return nil, fmt.Errorf("server: handle for %q: %w", rel, err)
-	}
-	if mnt != s.mountID {
-		return nil, fmt.Errorf("server: handle for %q: %w", rel, errOtherMount)
-	}
-	b, err := encodeHandle(h)
+	h, mnt, err := unix.NameToHandleAt(dirfd, name, flags)
 	if err != nil {
 		return nil, err
 	}
-	s.hints.put(b, rel)
-	return b, nil
+	if mnt != s.mountID {
+		return nil, errOtherMount
+	}
+	return encodeHandle(h)
 }
 
-// pathFor turns an NFS handle into the object's current path under the
-// root. Every failure is ESTALE, which go-nfs answers as NFS3ERR_STALE.
+// A node is the object a file handle names, for the length of one call: an
+// O_PATH descriptor of it and its attributes when it was opened. Every
+// operation of the call works relative to that descriptor, never through a
+// path, so objects at any depth are served alike.
+type node struct {
+	fd   int // O_PATH; the server's root descriptor for the root
+	fh   []byte
+	st   unix.Statx_t
+	root bool
+}
+
+func (n *node) close() {
+	if !n.root && n.fd >= 0 {
+		unix.Close(n.fd)
+	}
+	n.fd = -1
+}
+
+func (n *node) isDir() bool  { return n.st.Mode&unix.S_IFMT == unix.S_IFDIR }
+func (n *node) isReg() bool  { return n.st.Mode&unix.S_IFMT == unix.S_IFREG }
+func (n *node) isLink() bool { return n.st.Mode&unix.S_IFMT == unix.S_IFLNK }
+
+// open turns an NFS handle into a node. It runs with the server's own
+// identity (open_by_handle_at needs CAP_DAC_READ_SEARCH); what the caller
+// may do with the node is checked by the operations that follow, which run
+// as the caller. Every failure is ESTALE.
 //
-// The kernel opens the inode by handle; /proc/self/fd names its path. Two
-// cases need more: a deleted file (nlink 0) is stale, and a file (not a
-// directory, which the kernel always reconnects) whose dentry has left the
-// kernel's cache comes back "disconnected", with no path. Then the path the
-// handle was last given out for is tried, then a bounded search of the tree
-// for the inode. Each candidate path is checked to name the very inode.
-func (s *Server) pathFor(fh []byte) (string, error) {
+// A handle of a deleted object is stale, and so is one of an object outside
+// the export (same filesystem, another directory: see beneath).
+func (s *Server) open(fh []byte) (*node, error) {
 	if bytes.Equal(fh, s.rootHandle) {
-		return "", nil
+		n := &node{fd: s.rootfd, fh: s.rootHandle, root: true}
+		if err := statFD(s.rootfd, &n.st); err != nil {
+			return nil, fmt.Errorf("%w: %w", errStale, err)
+		}
+		return n, nil
 	}
 	h, err := decodeHandle(fh)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	fd, err := unix.OpenByHandleAt(s.rootfd, h, unix.O_PATH|unix.O_CLOEXEC)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", errStale, err)
+		return nil, fmt.Errorf("%w: %w", errStale, err)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Nlink == 0 {
-		return "", errStale
+	n := &node{fd: fd, fh: fh}
+	if err := statFD(fd, &n.st); err != nil || n.st.Nlink == 0 || s.isRoot(&n.st) {
+		// The root's own handle is the one compared above; another
+		// encoding of it is not ours.
+		n.close()
+		return nil, errStale
 	}
-	if rel, ok := s.relPath(fd); ok && s.sameInode(rel, &st) {
-		return rel, nil
+	if !s.beneath(n) {
+		n.close()
+		return nil, errStale
 	}
-	if rel, ok := s.hints.get(fh); ok && s.sameInode(rel, &st) {
-		return rel, nil
+	return n, nil
+}
+
+// isRoot reports whether st describes the export's root.
+func (s *Server) isRoot(st *unix.Statx_t) bool {
+	return st.Ino == s.rootStat.Ino && st.Dev_major == s.rootStat.Dev_major && st.Dev_minor == s.rootStat.Dev_minor
+}
+
+// beneath reports whether the node lies inside the export. A handle names an
+// inode of the root's filesystem, which may be larger than the export (knfsd
+// exports with no_subtree_check accept such handles; this server does not).
+//
+// The kernel shows the path of an open object in /proc, which settles most
+// cases. A directory the kernel always connects to its parents, so one whose
+// path is too long for /proc (ENAMETOOLONG beyond PATH_MAX) is checked by
+// walking up through "..". A file may come back "disconnected" (its dentry
+// left the cache: /proc then shows no real path) or too deep: its handle is
+// then checked against the directory and name it was last given out for, and
+// failing that found by a bounded search of the tree.
+func (s *Server) beneath(n *node) bool {
+	p, err := readlinkFD(n.fd)
+	if err == nil && (p == s.rootPath || len(p) > len(s.rootPrefix) && p[:len(s.rootPrefix)] == s.rootPrefix) {
+		return true
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if rel, ok := s.searchInode(&st); ok {
-			s.hints.put(fh, rel)
-			return rel, nil
+	if n.isDir() {
+		return err == unix.ENAMETOOLONG && s.walkUp(n.fd)
+	}
+	if s.hints.check(s, n) {
+		return true
+	}
+	return s.search(n)
+}
+
+// maxDepth bounds the walk up from a directory, and so the work one handle
+// can cost.
+const maxDepth = 1 << 16
+
+// walkUp reports whether the root is an ancestor of the directory fd,
+// following ".." until the root, the top of the filesystem (whose ".." is
+// itself) or maxDepth.
+func (s *Server) walkUp(fd int) bool {
+	cur := -1
+	defer func() {
+		if cur >= 0 {
+			unix.Close(cur)
 		}
-	}
-	return "", errStale
-}
-
-// relPath is the path of fd relative to the root, if it lies under it.
-func (s *Server) relPath(fd int) (string, bool) {
-	p, err := os.Readlink(procFD(fd))
-	if err != nil {
-		return "", false
-	}
-	if p == s.rootPath {
-		return "", true
-	}
-	prefix := s.rootPath + "/"
-	if s.rootPath == "/" {
-		prefix = "/"
-	}
-	if !strings.HasPrefix(p, prefix) {
-		return "", false // outside the export, or disconnected
-	}
-	return p[len(prefix):], true
-}
-
-// sameInode reports whether rel names the inode st describes. A plain fstatat
-// suffices: it only reads, and the operations that follow re-resolve rel
-// with openat2's confinement.
-func (s *Server) sameInode(rel string, st *unix.Stat_t) bool {
-	var cur unix.Stat_t
-	name, flags := rel, unix.AT_SYMLINK_NOFOLLOW
-	if rel == "" {
-		flags |= unix.AT_EMPTY_PATH
-	}
-	if unix.Fstatat(s.rootfd, name, &cur, flags) != nil {
+	}()
+	from := fd
+	var prev unix.Statx_t
+	if statFD(fd, &prev) != nil {
 		return false
 	}
-	return cur.Dev == st.Dev && cur.Ino == st.Ino
+	for range maxDepth {
+		up, err := unix.Openat(from, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		if cur >= 0 {
+			unix.Close(cur)
+		}
+		cur, from = up, up
+		var st unix.Statx_t
+		if statFD(up, &st) != nil {
+			return false
+		}
+		if s.isRoot(&st) {
+			return true
+		}
+		if st.Ino == prev.Ino && st.Dev_major == prev.Dev_major && st.Dev_minor == prev.Dev_minor {
+			return false // the top of the filesystem
+		}
+		prev = st
+	}
+	return false
+}
+
+// readlinkFD is the path /proc shows for one of our descriptors.
+func readlinkFD(fd int) (string, error) {
+	buf := make([]byte, unix.PathMax+1)
+	n, err := unix.Readlink(procFD(fd), buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // maxSearch bounds the directory entries one search for a disconnected
-// file's path may read, so a hostile handle cannot make a call walk a huge
+// file's place may read, so a hostile handle cannot make a call walk a huge
 // tree.
 const maxSearch = 1 << 17
 
-// searchInode looks for a name of st's inode, breadth first from the root,
+// search looks for a name of the node's inode, breadth first from the root,
 // reading directories with getdents (whose entries carry inode numbers) so
-// no entry needs a stat.
-func (s *Server) searchInode(st *unix.Stat_t) (string, bool) {
-	queue := []string{""}
+// no entry needs a stat. Directories to visit are queued as handles, not
+// open descriptors or paths: the queue costs a few bytes a directory and
+// works at any depth. A hit is remembered as the handle's hint.
+func (s *Server) search(n *node) bool {
+	queue := [][]byte{s.rootHandle}
 	budget := maxSearch
 	buf := make([]byte, 32<<10)
 	for len(queue) > 0 && budget > 0 {
-		dir := queue[0]
+		dfh := queue[0]
 		queue = queue[1:]
-		fd, err := s.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		dir, err := s.openDir(dfh)
 		if err != nil {
 			continue
 		}
-		var found string
-		readDirents(fd, buf, func(ino uint64, typ uint8, name string) bool {
+		found := ""
+		readDirents(dir, buf, func(ino uint64, _ int64, typ uint8, name string) bool {
+			if name == "." || name == ".." {
+				return true
+			}
 			budget--
-			rel := joinRel(dir, name)
-			if ino == st.Ino && s.sameInode(rel, st) {
-				found = rel
+			if ino == n.st.Ino && s.sameInode(dir, name, &n.st) {
+				found = name
 				return false
 			}
 			if typ == unix.DT_DIR {
-				queue = append(queue, rel)
+				if fh, err := s.handleAt(dir, name); err == nil {
+					queue = append(queue, fh)
+				}
 			}
 			return budget > 0
 		})
-		unix.Close(fd)
+		unix.Close(dir)
 		if found != "" {
-			s.logf("server: reconnected file handle of inode %d by search: %s", st.Ino, found)
-			return found, true
+			s.logf("server: reconnected the file handle of inode %d by a search of the export", n.st.Ino)
+			s.hints.put(n.fh, dfh, found)
+			return true
 		}
 	}
-	return "", false
+	return false
 }
 
-// readDirents calls fn for each entry of the open directory fd except "."
-// and "..", until fn returns false. It parses linux_dirent64 records itself
-// because x/sys's ParseDirent drops the inode numbers.
-func readDirents(fd int, buf []byte, fn func(ino uint64, typ uint8, name string) bool) error {
+// openDir opens the directory of handle dfh for reading its entries, as
+// the server. Directories are always connected, so beneath is a /proc
+// lookup or a walk up.
+func (s *Server) openDir(dfh []byte) (int, error) {
+	if bytes.Equal(dfh, s.rootHandle) {
+		return unix.Openat(s.rootfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	n, err := s.open(dfh)
+	if err != nil {
+		return -1, err
+	}
+	defer n.close()
+	if !n.isDir() {
+		return -1, unix.ENOTDIR
+	}
+	return unix.Open(procFD(n.fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// sameInode reports whether name in the directory dirfd is the inode st
+// describes.
+func (s *Server) sameInode(dirfd int, name string, st *unix.Statx_t) bool {
+	var cur unix.Statx_t
+	if unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_INO, &cur) != nil {
+		return false
+	}
+	return cur.Ino == st.Ino && cur.Dev_major == st.Dev_major && cur.Dev_minor == st.Dev_minor
+}
+
+// readDirents calls fn for each entry of the open directory fd, from where
+// its offset stands, until fn returns false or the directory ends. off is the
+// entry's d_off: the position of the entry after it, which a later listing
+// may seek to. It parses linux_dirent64 records itself because x/sys's
+// ParseDirent drops the inode numbers and offsets. It returns whether the
+// directory ended.
+func readDirents(fd int, buf []byte, fn func(ino uint64, off int64, typ uint8, name string) bool) (bool, error) {
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n <= 0 {
-			return nil
+			return true, nil
 		}
 		b := buf[:n]
 		for len(b) >= 19 {
 			// struct linux_dirent64 { u64 ino; s64 off; u16 reclen; u8 type; char name[]; }
 			ino := binary.NativeEndian.Uint64(b[0:8])
+			off := int64(binary.NativeEndian.Uint64(b[8:16]))
 			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 			if reclen < 19 || reclen > len(b) {
-				return errors.New("server: malformed directory entry")
+				return false, fmt.Errorf("server: malformed directory entry: %w", unix.EIO)
 			}
 			typ := b[18]
 			name := b[19:reclen]
@@ -271,49 +365,9 @@ func readDirents(fd int, buf []byte, fn func(ino uint64, typ uint8, name string)
 				name = name[:i]
 			}
 			b = b[reclen:]
-			if s := string(name); s != "." && s != ".." {
-				if !fn(ino, typ, s) {
-					return nil
-				}
+			if !fn(ino, off, typ, string(name)) {
+				return false, nil
 			}
 		}
 	}
-}
-
-// hintCache remembers the path each handle was last given out for. It
-// rescues handles of files the kernel hands back disconnected (see pathFor)
-// while the server runs. It is bounded; when full an arbitrary entry goes.
-type hintCache struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-const maxHints = 1 << 16
-
-func (c *hintCache) get(fh []byte) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rel, ok := c.m[string(fh)]
-	return rel, ok
-}
-
-func (c *hintCache) put(fh []byte, rel string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string]string)
-	}
-	if _, ok := c.m[string(fh)]; !ok && len(c.m) >= maxHints {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[string(fh)] = rel
-}
-
-func (c *hintCache) drop(fh []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, string(fh))
 }

@@ -3,83 +3,76 @@ package server
 import (
 	"math"
 
-	nfs "github.com/willscott/go-nfs"
 	"golang.org/x/sys/unix"
 )
 
-// frontAnswers lists the NFS procedures a worker answers itself instead of
-// passing them to go-nfs:
-//
-//   - ACCESS: go-nfs grants every bit.
-//   - SETATTR: go-nfs drops setuid/setgid/sticky, skips a mode change that
-//     only touches them, turns "set to server time" into an explicit time
-//     (which needs ownership instead of write permission) and rewrites atime
-//     from its mtime when only mtime is set.
-//   - MKNOD: go-nfs creates nothing for a character device yet answers OK,
-//     and hands out the handle before the node exists.
-//   - SYMLINK: go-nfs reads the target with a single Read, which comes back
-//     short when the target crosses its 4 KiB read buffer.
-//   - LINK: go-nfs decodes LINK3args in the wrong layout.
-//   - COMMIT: go-nfs never syncs.
-//   - FSINFO: go-nfs offers 1 GiB reads and writes, more than the front
-//     accepts in one record.
-//   - PATHCONF: go-nfs claims a link limit of 1 and no chown restriction.
-//   - READ and WRITE: go-nfs copies the data four times and allocates a
-//     buffer of the call's size for each; the worker reads into and
-//     writes from the message buffers (see io.go).
-func frontAnswers(proc uint32) bool {
-	switch proc {
-	case nfsSetattr, nfsAccess, nfsSymlink, nfsMknod, nfsLink, nfsCommit, nfsFsinfo, nfsPathconf, nfsRead, nfsWrite:
-		return true
-	}
-	return false
-}
-
-// answer serves a procedure frontAnswers lists. The worker's filesystem
-// runs every system call as the caller, as for go-nfs's procedures, and the
-// attributes come from go-nfs's encoder, so both paths describe objects
-// alike (go-nfs reports mtime as atime and ctime too; mixing conventions
-// would make clients see changes that did not happen).
+// answer serves one NFS call. The call's handle becomes a node as the
+// server (see Server.open); every filesystem operation on it then runs as
+// the call's caller (see worker.as), so the kernel checks the caller's
+// rights and new objects belong to the caller, as with knfsd.
 func (w *worker) answer(c *call) []byte {
 	xid, proc, a := c.rpc.xid, c.rpc.proc, c.args
-	srv := w.ss.srv
-	if proc == nfsRead || proc == nfsWrite {
-		if reply, ok := w.dataCall(c); ok {
-			return reply
-		}
+	w.cur = c
+	if reply, ok := w.cachedData(c); ok {
+		return reply
 	}
-	rel, err := srv.pathFor(a.fh)
+	n, err := w.srv.open(a.fh)
 	if err != nil {
 		return nfsErrorReply(xid, proc, nfs3ErrStale)
 	}
+	defer n.close()
 	switch proc {
-	case nfsAccess:
-		return w.access(xid, rel, a.mask)
+	case nfsGetattr:
+		out := successHeader(xid)
+		out.Uint32(nfs3OK)
+		putFattr(out, &n.st)
+		return out.Buf
 	case nfsSetattr:
-		return w.setattr(xid, rel, a)
-	case nfsSymlink:
-		return w.symlink(xid, rel, a)
-	case nfsMknod:
-		return w.mknod(xid, rel, a)
-	case nfsLink:
-		dir, err := srv.pathFor(a.fh2)
-		if err != nil {
-			return nfsErrorReply(xid, proc, nfs3ErrStale)
-		}
-		return w.link(xid, rel, dir, a.name)
-	case nfsCommit:
-		return w.commit(xid, rel)
+		return w.setattr(xid, n, a)
+	case nfsLookup:
+		return w.lookup(xid, n, a.name)
+	case nfsAccess:
+		return w.access(xid, n, a.mask)
+	case nfsReadlink:
+		return w.readlink(xid, n)
 	case nfsRead:
-		return w.read(xid, rel, a)
+		return w.read(xid, n, a)
 	case nfsWrite:
-		return w.write(xid, rel, a)
+		return w.write(xid, n, a)
+	case nfsCreate:
+		return w.create(xid, n, a)
+	case nfsMkdir, nfsSymlink, nfsMknod:
+		return w.makeNode(xid, proc, n, a)
+	case nfsRemove, nfsRmdir:
+		return w.remove(xid, proc, n, a.name)
+	case nfsRename:
+		return w.rename(xid, n, a)
+	case nfsLink:
+		return w.link(xid, n, a)
+	case nfsReaddir, nfsReaddirplus:
+		return w.readdir(xid, proc, n, a)
+	case nfsFsstat:
+		return w.fsstat(xid, n)
 	case nfsFsinfo:
-		return w.fsinfo(xid, rel)
+		return w.fsinfo(xid, n)
 	case nfsPathconf:
-		return w.pathconf(xid, rel)
+		return w.pathconf(xid, n)
+	case nfsCommit:
+		return w.commit(xid, n)
 	}
 	return acceptedReply(xid, acceptProcUnavail)
 }
+
+// as runs fn with the current call's caller's filesystem credentials.
+func (w *worker) as(fn func() error) error {
+	return w.srv.self.runAs(w.cur.rpc.cred, fn)
+}
+
+func (w *worker) readOnly() bool { return w.srv.opts.ReadOnly }
+
+// callerIsRoot reports whether the caller is served as uid 0 (after the
+// export's squashing).
+func (w *worker) callerIsRoot() bool { return w.cur.rpc.cred.uid == 0 }
 
 // ACCESS3 bits.
 const (
@@ -91,44 +84,23 @@ const (
 	accessExecute = 0x20
 )
 
-func (w *worker) access(xid uint32, rel string, mask uint32) []byte {
-	fi, err := w.fs.Lstat(rel)
-	if err != nil {
-		return nfsErrorReply(xid, nfsAccess, statusOf(err))
-	}
-	granted, err := w.fs.access(rel, fi.IsDir(), mask)
-	out := successHeader(xid)
-	out.Uint32(statusOf(err))
-	nfs.WritePostOpAttrs(out, nfs.ToFileAttribute(fi, rel))
-	if err == nil {
-		out.Uint32(granted)
-	}
-	return out.Buf
-}
-
 // access asks the kernel, as the caller, which of the requested ACCESS3 bits
 // it grants: faccessat2 with AT_EACCESS checks the thread's filesystem
 // credentials, so it sees what the caller's real operations would see
 // (ACLs, read-only mounts and root's rights included).
-func (fs *billyFS) access(rel string, dir bool, mask uint32) (uint32, error) {
+func (w *worker) access(xid uint32, n *node, mask uint32) []byte {
 	var granted uint32
-	err := fs.do("access", rel, func() error {
-		o, err := fs.srv.locate(rel)
-		if err != nil {
-			return err
-		}
-		defer o.close()
+	err := w.as(func() error {
 		check := func(bits, mode uint32) {
 			if mask&bits == 0 {
 				return
 			}
-			flags := o.flags(unix.AT_EACCESS | unix.AT_SYMLINK_NOFOLLOW)
-			if unix.Faccessat2(o.dirfd, o.name, mode, flags) == nil {
+			if unix.Faccessat2(n.fd, "", mode, unix.AT_EMPTY_PATH|unix.AT_EACCESS) == nil {
 				granted |= mask & bits
 			}
 		}
 		check(accessRead, unix.R_OK)
-		if dir {
+		if n.isDir() {
 			// Changing entries needs search permission as well as write.
 			check(accessLookup|accessExecute, unix.X_OK)
 			check(accessModify|accessExtend|accessDelete, unix.W_OK|unix.X_OK)
@@ -138,186 +110,194 @@ func (fs *billyFS) access(rel string, dir bool, mask uint32) (uint32, error) {
 		}
 		return nil
 	})
-	if fs.readOnly() {
+	if w.readOnly() {
 		granted &^= accessModify | accessExtend | accessDelete
-	}
-	return granted, err
-}
-
-func (w *worker) setattr(xid uint32, rel string, a *nfsArgs) []byte {
-	fi, err := w.fs.Lstat(rel)
-	if err != nil {
-		return nfsErrorReply(xid, nfsSetattr, statusOf(err))
-	}
-	pre := nfs.ToFileAttribute(fi, rel)
-	var status uint32
-	switch {
-	case a.guard && (pre.Ctime.Seconds != a.guardTim[0] || pre.Ctime.Nseconds != a.guardTim[1]):
-		status = nfs3ErrNotSync
-	case w.fs.readOnly():
-		status = nfs3ErrROFS
-	default:
-		status = statusOf(w.fs.setattr(rel, &a.sattr))
-	}
-	out := successHeader(xid)
-	out.Uint32(status)
-	nfs.WriteWcc(out, pre.AsCache(), w.fs.attrs(rel))
-	return out.Buf
-}
-
-// setattr applies a sattr3 in the order that keeps each change: size first
-// (truncating clears setuid for non-root callers), then owner (chown clears
-// setuid too), then mode, then times (the others change ctime and a
-// truncate mtime).
-func (fs *billyFS) setattr(rel string, s *sattr) error {
-	if s.setSize {
-		if err := fs.truncate(rel, s.size); err != nil {
-			return err
-		}
-	}
-	if !s.setUID && !s.setGID && !s.setMode && s.atimeHow == timeDontChange && s.mtimeHow == timeDontChange {
-		return nil
-	}
-	return fs.do("setattr", rel, func() error {
-		o, err := fs.srv.locate(rel)
-		if err != nil {
-			return err
-		}
-		defer o.close()
-		if s.setUID || s.setGID {
-			uid, gid := -1, -1
-			if s.setUID {
-				uid = int(s.uid)
-			}
-			if s.setGID {
-				gid = int(s.gid)
-			}
-			if err := unix.Fchownat(o.dirfd, o.name, uid, gid, o.flags(unix.AT_SYMLINK_NOFOLLOW)); err != nil {
-				return err
-			}
-		}
-		if s.setMode {
-			if err := chmodAt(o, s.mode&0o7777); err != nil {
-				return err
-			}
-		}
-		if s.atimeHow != timeDontChange || s.mtimeHow != timeDontChange {
-			return unix.UtimesNanoAt(o.dirfd, o.name, timespecs(s), o.flags(unix.AT_SYMLINK_NOFOLLOW))
-		}
-		return nil
-	})
-}
-
-func (fs *billyFS) truncate(rel string, size uint64) error {
-	return fs.do("truncate", rel, func() error {
-		if size > math.MaxInt64 {
-			return unix.EFBIG
-		}
-		fd, err := fs.openRegular(rel, unix.O_WRONLY)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return unix.Ftruncate(fd, int64(size))
-	})
-}
-
-// attrs are an object's attributes as go-nfs encodes them, nil when it
-// cannot be stat'ed.
-func (fs *billyFS) attrs(rel string) *nfs.FileAttribute {
-	fi, err := fs.Lstat(rel)
-	if err != nil {
-		return nil
-	}
-	return nfs.ToFileAttribute(fi, rel)
-}
-
-func cacheOf(a *nfs.FileAttribute) *nfs.FileCacheAttribute {
-	if a == nil {
-		return nil
-	}
-	return a.AsCache()
-}
-
-func (w *worker) mknod(xid uint32, dir string, a *nfsArgs) []byte {
-	var typ uint32
-	switch a.ftype {
-	case typeChr:
-		typ = unix.S_IFCHR
-	case typeBlk:
-		typ = unix.S_IFBLK
-	case typeSock:
-		typ = unix.S_IFSOCK
-	case typeFifo:
-		typ = unix.S_IFIFO
-	default:
-		return nfsErrorReply(xid, nfsMknod, nfs3ErrBadType) // MKNOD makes special files only
-	}
-	return w.create(xid, nfsMknod, dir, a, func(rel string) error {
-		perm, exact := w.fs.requestedMode(0o644)
-		return w.fs.mknod(rel, typ, perm, exact, unix.Mkdev(a.spec[0], a.spec[1]))
-	})
-}
-
-// symlink ignores a mode in the sattr3: a symlink has none of its own on
-// Linux (knfsd ignores it too).
-func (w *worker) symlink(xid uint32, dir string, a *nfsArgs) []byte {
-	return w.create(xid, nfsSymlink, dir, a, func(rel string) error {
-		return w.fs.Symlink(a.target, rel)
-	})
-}
-
-// create makes a.name in dir with mk, applies the rest of the sattr3 and
-// answers with the new object's handle and attributes and the directory's
-// wcc_data (the result shape MKNOD and SYMLINK share).
-func (w *worker) create(xid, proc uint32, dir string, a *nfsArgs, mk func(rel string) error) []byte {
-	if w.fs.readOnly() {
-		return nfsErrorReply(xid, proc, nfs3ErrROFS)
-	}
-	dirPre := cacheOf(w.fs.attrs(dir))
-	rel := joinRel(dir, a.name)
-	err := mk(rel)
-	if err == nil {
-		rest := a.sattr
-		rest.setMode, rest.setSize = false, false // applied at creation; meaningless
-		err = w.fs.setattr(rel, &rest)
 	}
 	out := successHeader(xid)
 	out.Uint32(statusOf(err))
+	putPostOpAttr(out, &n.st)
 	if err == nil {
-		fh, herr := w.ss.srv.handleFor(rel)
-		out.Bool(herr == nil)
-		if herr == nil {
-			out.Opaque(fh)
-		}
-		nfs.WritePostOpAttrs(out, w.fs.attrs(rel))
+		out.Uint32(granted)
 	}
-	nfs.WriteWcc(out, dirPre, w.fs.attrs(dir))
 	return out.Buf
 }
 
-func (w *worker) link(xid uint32, file, dir, name string) []byte {
-	dirPre := cacheOf(w.fs.attrs(dir))
-	status := uint32(nfs3ErrROFS)
-	if !w.fs.readOnly() {
-		status = statusOf(w.fs.Link(file, joinRel(dir, name)))
+// readlink answers READLINK; like knfsd it needs no permission beyond
+// holding the handle.
+func (w *worker) readlink(xid uint32, n *node) []byte {
+	if !n.isLink() {
+		return attrErrorReply(xid, nfs3ErrInval, &n.st)
+	}
+	var target []byte
+	var err error
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		var k int
+		k, err = unix.Readlinkat(n.fd, "", buf)
+		if err != nil || k < size {
+			target = buf[:max(k, 0)]
+			break
+		}
+		if size >= 1<<16 {
+			err = unix.ENAMETOOLONG
+			break
+		}
+	}
+	if err != nil {
+		return attrErrorReply(xid, statusOf(err), &n.st)
 	}
 	out := successHeader(xid)
-	out.Uint32(status)
-	nfs.WritePostOpAttrs(out, w.fs.attrs(file))
-	nfs.WriteWcc(out, dirPre, w.fs.attrs(dir))
+	out.Uint32(nfs3OK)
+	putPostOpAttr(out, &n.st)
+	out.Opaque(target)
 	return out.Buf
+}
+
+// attrErrorReply is the failure reply of a procedure whose resfail is one
+// post_op_attr (GETATTR has none, but never fails after the handle opened).
+func attrErrorReply(xid, status uint32, st *unix.Statx_t) []byte {
+	out := successHeader(xid)
+	out.Uint32(status)
+	putPostOpAttr(out, st)
+	return out.Buf
+}
+
+// wccErrorReply is the failure reply of a procedure whose resfail is one
+// wcc_data.
+func wccErrorReply(xid, status uint32, pre, post *unix.Statx_t) []byte {
+	out := successHeader(xid)
+	out.Uint32(status)
+	putWcc(out, pre, post)
+	return out.Buf
+}
+
+func (w *worker) setattr(xid uint32, n *node, a *nfsArgs) []byte {
+	pre := n.st
+	var status uint32
+	switch {
+	case a.guard && (uint32(pre.Ctime.Sec) != a.guardTim[0] || pre.Ctime.Nsec != a.guardTim[1]):
+		status = nfs3ErrNotSync
+	case w.readOnly():
+		status = nfs3ErrROFS
+	default:
+		status = statusOf(w.as(func() error { return w.applySattr(n, &a.sattr) }))
+	}
+	return wccErrorReply(xid, status, &pre, attrsOf(n.fd))
+}
+
+// applySattr applies a sattr3, as the caller, in the order that keeps each
+// change: size first (truncating clears setuid for non-root callers), then
+// owner (chown clears setuid too), then mode, then times (the others change
+// ctime and a truncate mtime). Like knfsd, a mode for a symlink is ignored
+// (Linux gives symlinks none).
+func (w *worker) applySattr(n *node, s *sattr) error {
+	if s.setSize {
+		if err := w.truncate(n, s.size); err != nil {
+			return err
+		}
+	}
+	if s.setUID || s.setGID {
+		uid, gid := -1, -1
+		if s.setUID {
+			uid = int(s.uid)
+		}
+		if s.setGID {
+			gid = int(s.gid)
+		}
+		if err := unix.Fchownat(n.fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+			return err
+		}
+	}
+	if s.setMode && !n.isLink() {
+		if err := chmodFD(n.fd, s.mode&0o7777); err != nil {
+			return err
+		}
+	}
+	if s.atimeHow != timeDontChange || s.mtimeHow != timeDontChange {
+		return setTimesFD(n.fd, n.isLink(), timespecs(s))
+	}
+	return nil
+}
+
+// timespecs turns a sattr3's times into utimensat's: "set to server time"
+// is UTIME_NOW, which needs only write permission, where a client's time
+// needs ownership, as in knfsd.
+func timespecs(s *sattr) []unix.Timespec {
+	one := func(how uint32, t [2]uint32) unix.Timespec {
+		switch how {
+		case timeServer:
+			return unix.Timespec{Nsec: unix.UTIME_NOW}
+		case timeClient:
+			return unix.Timespec{Sec: int64(t[0]), Nsec: int64(t[1])}
+		}
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	}
+	return []unix.Timespec{one(s.atimeHow, s.atime), one(s.mtimeHow, s.mtime)}
+}
+
+// truncate sets the size of a regular file, as the caller.
+func (w *worker) truncate(n *node, size uint64) error {
+	if size > math.MaxInt64 {
+		return unix.EFBIG
+	}
+	fd, err := w.openRegular(n, unix.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Ftruncate(fd, int64(size))
+}
+
+// openRegular opens the node's file for data; it runs as the caller. The
+// node is reopened through /proc, which checks the caller's permission on
+// the file itself, and only a regular file is ever opened: a device or FIFO
+// could block a worker or act on the server's hardware.
+//
+// Like knfsd, the owner of a file may read and write it whatever its mode
+// (a client creates a 0444 file and then writes it: cp, git), and a caller
+// that may execute a file may read it (the client needs the bytes to run it).
+func (w *worker) openRegular(n *node, flags int) (int, error) {
+	switch {
+	case n.isDir():
+		return -1, unix.EISDIR
+	case !n.isReg():
+		return -1, unix.EINVAL
+	}
+	flags |= unix.O_CLOEXEC | unix.O_NOCTTY
+	fd, err := unix.Open(procFD(n.fd), flags, 0)
+	if err == unix.EACCES && w.ownerOverride(n, flags) {
+		err = w.srv.self.asSelf(w.cur.rpc.cred, func() error {
+			var oerr error
+			fd, oerr = unix.Open(procFD(n.fd), flags, 0)
+			return oerr
+		})
+	}
+	return fd, err
+}
+
+func (w *worker) ownerOverride(n *node, flags int) bool {
+	switch w.cur.rpc.proc {
+	case nfsRead, nfsWrite, nfsCommit, nfsSetattr, nfsCreate: // CREATE: a size in its sattr3
+	default:
+		return false
+	}
+	if n.st.Uid == w.cur.rpc.cred.uid {
+		return true
+	}
+	return flags&unix.O_ACCMODE == unix.O_RDONLY &&
+		unix.Faccessat2(n.fd, "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS) == nil
 }
 
 // commit syncs the whole file (COMMIT's range is advisory). Nothing needs
 // committing on a read-only export.
-func (w *worker) commit(xid uint32, rel string) []byte {
+func (w *worker) commit(xid uint32, n *node) []byte {
+	pre := n.st
 	var err error
-	if !w.fs.readOnly() {
-		err = w.fs.do("commit", rel, func() error {
-			fd, err := w.fs.openRegular(rel, unix.O_RDONLY)
+	if !w.readOnly() {
+		err = w.as(func() error {
+			fd, err := w.openRegular(n, unix.O_RDONLY)
 			if err == unix.EACCES {
-				fd, err = w.fs.openRegular(rel, unix.O_WRONLY)
+				fd, err = w.openRegular(n, unix.O_WRONLY)
 			}
 			if err != nil {
 				return err
@@ -326,12 +306,40 @@ func (w *worker) commit(xid uint32, rel string) []byte {
 			return unix.Fsync(fd)
 		})
 	}
+	return w.commitReply(xid, err, &pre, attrsOf(n.fd))
+}
+
+func (w *worker) commitReply(xid uint32, err error, pre, post *unix.Statx_t) []byte {
 	out := successHeader(xid)
 	out.Uint32(statusOf(err))
-	nfs.WriteWcc(out, nil, w.fs.attrs(rel))
+	putWcc(out, pre, post)
 	if err == nil {
-		out.Buf = append(out.Buf, w.ss.srv.verifier[:]...)
+		out.Buf = append(out.Buf, w.srv.verifier[:]...)
 	}
+	return out.Buf
+}
+
+// fsstat reports the statfs of the node's filesystem, as knfsd does (for a
+// read-only export too).
+func (w *worker) fsstat(xid uint32, n *node) []byte {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(n.fd, &sfs); err != nil {
+		return attrErrorReply(xid, statusOf(err), &n.st)
+	}
+	unit := uint64(sfs.Frsize)
+	if unit == 0 {
+		unit = uint64(sfs.Bsize)
+	}
+	out := successHeader(xid)
+	out.Uint32(nfs3OK)
+	putPostOpAttr(out, &n.st)
+	out.Uint64(sfs.Blocks * unit)
+	out.Uint64(sfs.Bfree * unit)
+	out.Uint64(sfs.Bavail * unit)
+	out.Uint64(sfs.Files)
+	out.Uint64(sfs.Ffree)
+	out.Uint64(sfs.Ffree)
+	out.Uint32(0) // invarsec
 	return out.Buf
 }
 
@@ -343,10 +351,10 @@ const (
 	fsfCanSetTime  = 0x10
 )
 
-func (w *worker) fsinfo(xid uint32, rel string) []byte {
+func (w *worker) fsinfo(xid uint32, n *node) []byte {
 	out := successHeader(xid)
 	out.Uint32(nfs3OK)
-	nfs.WritePostOpAttrs(out, w.fs.attrs(rel))
+	putPostOpAttr(out, &n.st)
 	out.Uint32(maxIO)    // rtmax
 	out.Uint32(maxIO)    // rtpref
 	out.Uint32(4096)     // rtmult
@@ -361,15 +369,15 @@ func (w *worker) fsinfo(xid uint32, rel string) []byte {
 	return out.Buf
 }
 
-func (w *worker) pathconf(xid uint32, rel string) []byte {
+func (w *worker) pathconf(xid uint32, n *node) []byte {
 	nameMax := uint32(maxName)
 	var sfs unix.Statfs_t
-	if unix.Fstatfs(w.ss.srv.rootfd, &sfs) == nil && sfs.Namelen > 0 && sfs.Namelen < maxName {
+	if unix.Fstatfs(n.fd, &sfs) == nil && sfs.Namelen > 0 && sfs.Namelen < maxName {
 		nameMax = uint32(sfs.Namelen)
 	}
 	out := successHeader(xid)
 	out.Uint32(nfs3OK)
-	nfs.WritePostOpAttrs(out, w.fs.attrs(rel))
+	putPostOpAttr(out, &n.st)
 	out.Uint32(255) // linkmax: a conservative figure, as knfsd reports by default
 	out.Uint32(nameMax)
 	out.Bool(true)  // no_trunc: long names are refused, not cut

@@ -1,20 +1,18 @@
 package server
 
 import (
-	"bufio"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	nfs "github.com/willscott/go-nfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,27 +20,42 @@ import (
 type Options struct {
 	Root     string // directory to export; must exist and be a directory
 	ReadOnly bool
-	Workers  int                              // calls served at once per connection; 0 = default (8)
-	Logf     func(format string, args ...any) // nil = silent
+	Export   Export // security options (knfsd's exports(5) defaults when zero)
+	Workers  int    // calls served at once per connection; 0 = default (8)
+	// MaxConns bounds the TCP connections served at once; when a new one
+	// comes, the least recently active goes, as knfsd does. 0 means
+	// DefaultMaxConns.
+	MaxConns int
+	// IdleTimeout closes a TCP connection that sent nothing and has no call
+	// in service for that long; 0 means DefaultIdleTimeout, < 0 never.
+	IdleTimeout time.Duration
+	Logf        func(format string, args ...any) // nil = silent
 }
 
-// DefaultWorkers is the number of calls one connection may have in service
-// at once when Options.Workers is 0.
-const DefaultWorkers = 8
+// Defaults of Options.
+const (
+	DefaultWorkers  = 8
+	DefaultMaxConns = 256
+	// DefaultIdleTimeout is knfsd's: it closes connections idle for six
+	// minutes (svc_age_temp_xprts).
+	DefaultIdleTimeout = 6 * time.Minute
+)
 
 // Server exports one directory over NFSv3 and MOUNT v3.
 type Server struct {
 	opts       Options
 	rootfd     int    // O_RDONLY directory: the base of all resolution and the mount fd for open_by_handle_at
 	rootPath   string // the root's canonical path, as /proc/self/fd shows it
+	rootPrefix string // rootPath with a trailing slash
+	rootStat   unix.Statx_t
 	rootHandle []byte
 	mountID    int
 	umask      uint32 // the process umask, which creation must undo for exact modes
 	self       *identity
 	verifier   [8]byte // WRITE/COMMIT verifier: new at every start
 	hints      hintCache
-	dirs       dirCache
 	files      fileCache
+	receiving  byteBudget // call records being received or served over TCP
 
 	// testHook, when set (by tests, before serving), runs in the worker
 	// before each call.
@@ -50,15 +63,13 @@ type Server struct {
 
 	mu        sync.Mutex
 	closed    bool
+	quit      chan struct{} // closed by Close
 	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
+	conns     map[net.Conn]*connState
 	sessions  map[*Session]struct{}
 	serving   sync.WaitGroup // Serve calls and their connection goroutines
-	stuck     atomic.Bool    // a go-nfs goroutine did not stop: keep rootfd open
 	closeOnce sync.Once
 }
-
-var quietGoNFS sync.Once
 
 // New validates opts.Root and checks, before any client arrives, everything
 // the server depends on: that the root's filesystem gives out file handles
@@ -69,11 +80,17 @@ func New(opts Options) (*Server, error) {
 	if opts.Root == "" {
 		return nil, errors.New("server: no root directory to export")
 	}
-	if opts.Workers < 0 {
-		return nil, fmt.Errorf("server: %d workers", opts.Workers)
+	if opts.Workers < 0 || opts.MaxConns < 0 {
+		return nil, fmt.Errorf("server: %d workers, %d connections", opts.Workers, opts.MaxConns)
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	abs, err := filepath.Abs(opts.Root)
 	if err != nil {
@@ -90,27 +107,25 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: open root %s: %w", abs, err)
 	}
-	s := &Server{opts: opts, rootfd: fd}
+	s := &Server{opts: opts, rootfd: fd, quit: make(chan struct{})}
+	s.receiving.init(recordBudget)
 	if err := s.init(); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	// go-nfs logs every failed call (a missing file, say) at error level
-	// through a process-wide logger; the NFS status already tells the client,
-	// and the front logs what matters through Logf.
-	quietGoNFS.Do(func() { nfs.SetLogger(&nfs.DefaultLogger{Level: nfs.PanicLevel}) })
 	return s, nil
 }
 
 func (s *Server) init() error {
 	var err error
-	if s.rootPath, err = os.Readlink(procFD(s.rootfd)); err != nil {
+	if s.rootPath, err = readlinkFD(s.rootfd); err != nil {
 		return fmt.Errorf("server: the server needs /proc: %w", err)
 	}
+	s.rootPrefix = strings.TrimSuffix(s.rootPath, "/") + "/"
 	if err := s.initHandles(); err != nil {
 		return err
 	}
-	if fd, err := s.openBeneath("", unix.O_PATH, 0); err != nil {
+	if fd, err := openat2(s.rootfd, ".", unix.O_PATH, 0); err != nil {
 		return fmt.Errorf("server: openat2 (Linux 5.6) is needed: %w", err)
 	} else {
 		unix.Close(fd)
@@ -155,6 +170,21 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
+// AllowsClient reports whether the export lets a client at remote in over
+// a transport listening at listen (both host:port). A transport that makes
+// its own Sessions (RPC-over-RDMA) asks before accepting a connection.
+func (s *Server) AllowsClient(remote, listen string) bool {
+	r, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	var l netip.Addr
+	if lp, err := netip.ParseAddrPort(listen); err == nil {
+		l = lp.Addr()
+	}
+	return s.opts.Export.allows(r.Addr(), l)
+}
+
 // Serve accepts connections on l and serves ONC RPC over TCP record marking
 // on each, MOUNT v3 and NFSv3 alike, until l fails or Close. After Close it
 // returns ErrClosed.
@@ -182,49 +212,13 @@ func (s *Server) Serve(l net.Listener) error {
 			return fmt.Errorf("server: accept: %w", err)
 		}
 		delay = 0
-		if !s.addConn(conn) {
+		st, ok := s.addConn(conn)
+		if !ok {
 			conn.Close()
 			return ErrClosed
 		}
-		go s.serveConn(conn)
+		go s.serveConn(conn, st)
 	}
-}
-
-// serveConn runs one TCP connection: records in, a Session in the middle,
-// record-marked replies out.
-func (s *Server) serveConn(conn net.Conn) {
-	defer s.serving.Done()
-	defer s.removeConn(conn)
-	send := func(reply []byte) error {
-		var mark [4]byte
-		putMark(mark[:], len(reply))
-		bufs := net.Buffers{mark[:], reply}
-		_, err := bufs.WriteTo(conn)
-		return err
-	}
-	ss := s.NewSession(send)
-	r := bufio.NewReaderSize(conn, 64<<10)
-	for {
-		// Each record is read into a pooled buffer the session keeps
-		// until the call is answered: no copy of a large WRITE.
-		bp := recordPool.Get().(*[]byte)
-		record, err := readRecord(r, append((*bp)[:0], 0, 0, 0, 0))
-		if err == nil {
-			putMark(record, len(record)-4)
-			*bp = record
-			err = ss.callRecord(bp)
-		} else {
-			recordPool.Put(bp)
-		}
-		if err != nil {
-			if !isEOF(err) && !s.isClosed() {
-				s.logf("server: connection from %v: %v", conn.RemoteAddr(), err)
-			}
-			break
-		}
-	}
-	conn.Close() // first: a send blocked on the socket must fail for Close to finish
-	ss.Close()
 }
 
 // Close stops Serve, closes every connection and session, waits for their
@@ -233,6 +227,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		close(s.quit)
 		var ls []net.Listener
 		var cs []net.Conn
 		var ss []*Session
@@ -257,10 +252,6 @@ func (s *Server) Close() error {
 		}
 		s.serving.Wait()
 		s.files.closeAll()
-		if s.stuck.Load() {
-			s.logf("server: not closing the root: a go-nfs goroutine may still use it")
-			return
-		}
 		unix.Close(s.rootfd)
 	})
 	return nil
@@ -294,19 +285,35 @@ func (s *Server) removeListener(l net.Listener) {
 }
 
 // addConn registers a connection and counts its goroutine, under the lock
-// Close takes, so Close's Wait never misses one.
-func (s *Server) addConn(c net.Conn) bool {
+// Close takes, so Close's Wait never misses one. At MaxConns the least
+// recently active connection is closed to make room, as knfsd does: a
+// client that holds connections without using them cannot lock others out.
+func (s *Server) addConn(c net.Conn) (*connState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return nil, false
 	}
 	if s.conns == nil {
-		s.conns = make(map[net.Conn]struct{})
+		s.conns = make(map[net.Conn]*connState)
 	}
-	s.conns[c] = struct{}{}
+	if len(s.conns) >= s.opts.MaxConns {
+		var oldest net.Conn
+		var at int64
+		for oc, st := range s.conns {
+			if t := st.lastActive.Load(); oldest == nil || t < at {
+				oldest, at = oc, t
+			}
+		}
+		s.logf("server: %d connections (max_connections): closing the least recently active, from %v", len(s.conns), oldest.RemoteAddr())
+		oldest.Close() // its goroutine removes it
+		delete(s.conns, oldest)
+	}
+	st := &connState{}
+	st.touch()
+	s.conns[c] = st
 	s.serving.Add(1)
-	return true
+	return st, true
 }
 
 func (s *Server) removeConn(c net.Conn) {

@@ -20,21 +20,51 @@ import (
 )
 
 func TestMountExportNull(t *testing.T) {
-	_, addr := startServer(t, Options{Root: exportDir(t)})
+	root := exportDir(t)
+	os.MkdirAll(filepath.Join(root, "sub", "dir"), 0o755)
+	os.WriteFile(filepath.Join(root, "sub", "file"), nil, 0o644)
+	os.Symlink("sub", filepath.Join(root, "link"))
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 
-	if st, fh := c.mount("/"); st != 0 || len(fh) == 0 || len(fh) > maxFH || len(fh)%4 != 0 {
-		t.Fatalf("MNT /: status %d, handle %x", st, fh)
+	st, rootFH := c.mount("/")
+	if st != 0 || len(rootFH) == 0 || len(rootFH) > maxFH || len(rootFH)%4 != 0 {
+		t.Fatalf("MNT /: status %d, handle %x", st, rootFH)
 	}
-	for _, p := range []string{"/nope", "", "/.", "//", "x"} {
-		if st, _ := c.mount(p); st != 2 {
-			t.Errorf("MNT %q: status %d, want MNT3ERR_NOENT", p, st)
+	// Like mountd, any spelling of the root is the root, and a directory
+	// below it mounts too (its handle is the one LOOKUP gives).
+	for _, p := range []string{"/.", "//", "/sub/.."} {
+		if st, fh := c.mount(p); st != 0 || !bytes.Equal(fh, rootFH) {
+			t.Errorf("MNT %q: status %d, handle %x, want the root's", p, st, fh)
+		}
+	}
+	subFH := c.mustLookup(rootFH, "sub")
+	dirFH := c.mustLookup(subFH, "dir")
+	for _, p := range []string{"/sub/dir", "//sub/dir/", "/sub/./dir"} {
+		if st, fh := c.mount(p); st != 0 || !bytes.Equal(fh, dirFH) {
+			t.Errorf("MNT %q: status %d, handle %x, want %x", p, st, fh, dirFH)
+		}
+	}
+	for p, want := range map[string]uint32{
+		"/nope":     mnt3ErrNoEnt,
+		"":          mnt3ErrNoEnt,
+		"x":         mnt3ErrNoEnt,
+		"/sub/file": mnt3ErrNotDir,
+		"/link":     mnt3ErrAcces, // a symlink is never followed
+		"/..":       mnt3ErrAcces, // nothing above the export
+		"/sub/../..": mnt3ErrAcces,
+	} {
+		if st, _ := c.mount(p); st != want {
+			t.Errorf("MNT %q: status %d, want %d", p, st, want)
 		}
 	}
 
+	// EXPORT lists "/" with its clients: by default the server's own
+	// address.
 	rep := c.call(progMount, versMount, mountExport, asRoot, nil)
 	r := decoder(rep.body)
-	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
+	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "127.0.0.1" ||
+		r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
 	if rep := c.call(progMount, versMount, mountDump, asRoot, nil); rep.stat != acceptSuccess || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
@@ -50,7 +80,7 @@ func TestMountExportNull(t *testing.T) {
 
 func TestCreateWriteReadCommit(t *testing.T) {
 	root := exportDir(t)
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 
@@ -107,7 +137,7 @@ func TestCreateWriteReadCommit(t *testing.T) {
 		t.Fatalf("CREATE GUARDED existing: %d", st)
 	}
 	if st, _ := c.create(asRoot, rootFH, "g", createExclusive, -1); st != nfs3ErrNotSupp {
-		t.Fatalf("CREATE EXCLUSIVE: %d (go-nfs answers NOTSUPP)", st)
+		t.Fatalf("CREATE EXCLUSIVE: %d, want NOTSUPP (clients fall back to GUARDED)", st)
 	}
 	// MKDIR applies the mode exactly: no umask, setgid kept.
 	if st, _ := c.mkdir(asRoot, rootFH, "shared", 0o2777); st != nfs3OK {
@@ -126,7 +156,7 @@ func TestReaddir(t *testing.T) {
 		os.WriteFile(filepath.Join(root, name), nil, 0o644)
 		want[name] = true
 	}
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	got := map[string]bool{}
@@ -171,7 +201,7 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "d", "f"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv1, err := New(Options{Root: root, Logf: t.Logf})
+	srv1, err := New(Options{Root: root, Export: trusted, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +219,7 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	if err := os.Rename(filepath.Join(root, "d"), filepath.Join(root, "e")); err != nil {
 		t.Fatal(err)
 	}
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c2 := dialServer(t, addr)
 	if st, fh := c2.mount("/"); st != 0 || !bytes.Equal(fh, rootFH) {
 		t.Fatalf("root handle changed over a restart: %x vs %x", fh, rootFH)
@@ -210,7 +240,7 @@ func TestHandleSurvivesRestart(t *testing.T) {
 
 func TestStaleHandles(t *testing.T) {
 	root := exportDir(t)
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 
@@ -224,11 +254,11 @@ func TestStaleHandles(t *testing.T) {
 
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "x"), nil, 0o644)
-	srvOut, err := New(Options{Root: outside})
+	srvOut, err := New(Options{Root: outside, Export: trusted})
 	if err != nil {
 		t.Fatal(err)
 	}
-	outFH, err := srvOut.handleFor("x")
+	outFH, err := srvOut.handleAt(srvOut.rootfd, "x")
 	srvOut.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +306,7 @@ func TestAccessAndCredentials(t *testing.T) {
 	if err := os.Chown(secret, 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	_, fh := c.lookup(asRoot, rootFH, "secret")
@@ -354,7 +384,7 @@ func TestAccessAndCredentials(t *testing.T) {
 func TestParallelCallsOnOneConnection(t *testing.T) {
 	const n = 4
 	root := exportDir(t)
-	srv, err := New(Options{Root: root, Workers: n, Logf: t.Logf})
+	srv, err := New(Options{Root: root, Export: trusted, Workers: n, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,32 +431,35 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	}
 }
 
-// A worker whose go-nfs connection dies is replaced: the call it was
-// serving gets no reply, the next calls are served.
-func TestWorkerReplacement(t *testing.T) {
-	srv, err := New(Options{Root: exportDir(t), Workers: 1, Logf: t.Logf})
+// A call whose service panics (a bug) gets SYSTEM_ERR; the session and its
+// worker go on serving.
+func TestPanicInCall(t *testing.T) {
+	srv, err := New(Options{Root: exportDir(t), Export: trusted, Workers: 1, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
 	const doomed = 0x7777
-	srv.testHook = func(w *worker, c *call) {
+	srv.testHook = func(_ *worker, c *call) {
 		if c.rpc.xid == doomed {
-			w.conn.Close() // what go-nfs does when it gives up on a connection
+			panic("test: a bug in a procedure")
 		}
 	}
 	c := dialServer(t, serveOn(t, srv))
 	rootFH := c.root()
 	c.sendRecord(encodeCall(doomed, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	if rep, err := c.readReply(); err != nil || rep.xid != doomed || rep.stat != acceptSystemErr {
+		t.Fatalf("reply to the panicking call: %+v %v", rep, err)
+	}
 	for i := 0; i < 3; i++ {
 		if st, _ := c.getattr(asRoot, rootFH); st != nfs3OK {
-			t.Fatalf("GETATTR after the worker died: %d", st)
+			t.Fatalf("GETATTR after the panic: %d", st)
 		}
 	}
 }
 
 func TestGarbageInput(t *testing.T) {
-	_, addr := startServer(t, Options{Root: exportDir(t)})
+	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	rng := rand.New(rand.NewSource(2))
 	random := make([]byte, 4096)
 	rng.Read(random)
@@ -496,7 +529,7 @@ func TestGarbageInput(t *testing.T) {
 }
 
 func TestRPCRefusals(t *testing.T) {
-	_, addr := startServer(t, Options{Root: exportDir(t)})
+	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	c := dialServer(t, addr)
 
 	msg := encodeCall(7, progNFS, versNFS, nfsNull, asRoot, nil)
@@ -592,7 +625,7 @@ func TestReaddirplusLargeDirectory(t *testing.T) {
 		}
 		f.Close()
 	}
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	_, dirFH := c.lookup(asRoot, c.root(), "big")
 
@@ -639,7 +672,7 @@ func TestErrorStatuses(t *testing.T) {
 	root := exportDir(t)
 	os.MkdirAll(filepath.Join(root, "full", "sub"), 0o755)
 	os.WriteFile(filepath.Join(root, "file"), nil, 0o644)
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	_, fileFH := c.lookup(asRoot, rootFH, "file")
@@ -703,7 +736,7 @@ func TestSetattr(t *testing.T) {
 	os.Chown(path, 1000, 1000)
 	old := time.Unix(1_000_000_000, 0)
 	os.Chtimes(path, old, old)
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	fh := c.mustLookup(c.root(), "f")
 
@@ -743,7 +776,7 @@ func TestSetattr(t *testing.T) {
 			}
 		}
 	}
-	// setuid survives (go-nfs drops it and skips changes that only touch it).
+	// setuid survives, and a change that only touches it is made.
 	if st := setattr(asUser(1000), sattr(0o4755, -1, 0, 0, [2]uint32{}), nil); st != nfs3OK {
 		t.Fatalf("SETATTR mode 04755: %d", st)
 	}
@@ -777,7 +810,7 @@ func TestSetattr(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "0123" {
 		t.Errorf("after truncate: %q", b)
 	}
-	// Guard: the ctime the client saw (go-nfs reports mtime as ctime).
+	// Guard: the ctime the client saw.
 	_, a := c.getattr(asRoot, fh)
 	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &[2]uint32{1, 2}); got != nfs3ErrNotSync {
 		t.Errorf("SETATTR with a stale guard: %d, want NOT_SYNC", got)
@@ -790,12 +823,12 @@ func TestSetattr(t *testing.T) {
 func TestLinkMknodSymlinkRename(t *testing.T) {
 	root := exportDir(t)
 	os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o644)
-	_, addr := startServer(t, Options{Root: root})
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	fh := c.mustLookup(rootFH, "f")
 
-	// LINK (go-nfs decodes it wrongly; the front serves it).
+	// LINK.
 	a := fhArg(fh)
 	a.Opaque(rootFH)
 	a.Opaque([]byte("g"))
@@ -847,7 +880,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 		t.Fatalf("SYMLINK: %d", st)
 	}
 	escFH := c.mustLookup(rootFH, "esc")
-	// A long target (go-nfs would read it short) and the caller's ownership.
+	// A long target and the caller's ownership.
 	long := strings.Repeat("0123456789/", 370)
 	s = dirop(rootFH, "long")
 	writeSattr(s, 0o777)
@@ -906,7 +939,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 func TestReadOnlyServer(t *testing.T) {
 	root := exportDir(t)
 	os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o666)
-	_, addr := startServer(t, Options{Root: root, ReadOnly: true})
+	_, addr := startServer(t, Options{Root: root, Export: trusted, ReadOnly: true})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	fh := c.mustLookup(rootFH, "f")
@@ -928,7 +961,7 @@ func TestReadOnlyServer(t *testing.T) {
 }
 
 func TestFsinfoFsstatPathconf(t *testing.T) {
-	_, addr := startServer(t, Options{Root: exportDir(t)})
+	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	c := dialServer(t, addr)
 	rootFH := c.root()
 
@@ -975,18 +1008,18 @@ func TestNewRejectsBadRoots(t *testing.T) {
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
 	for _, root := range []string{"", filepath.Join(dir, "missing"), file} {
-		if _, err := New(Options{Root: root}); err == nil {
+		if _, err := New(Options{Root: root, Export: trusted}); err == nil {
 			t.Errorf("New(%q) succeeded", root)
 		}
 	}
 	// /proc does not support file handles.
-	if _, err := New(Options{Root: "/proc/self"}); err == nil || !strings.Contains(err.Error(), "handle") {
+	if _, err := New(Options{Root: "/proc/self", Export: trusted}); err == nil || !strings.Contains(err.Error(), "handle") {
 		t.Errorf("New(/proc/self): %v", err)
 	}
 }
 
 func TestSessionAfterClose(t *testing.T) {
-	srv, _ := startServer(t, Options{Root: exportDir(t)})
+	srv, _ := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	var replies [][]byte
 	ss := srv.NewSession(func(r []byte) error { replies = append(replies, r); return nil })
 	if err := ss.Call(encodeCall(5, progNFS, versNFS, 0, asRoot, nil)); err != nil || len(replies) != 1 {
@@ -1009,8 +1042,8 @@ func TestSessionAfterClose(t *testing.T) {
 }
 
 // A file handle the kernel opens "disconnected" (its dentry was evicted, so
-// /proc shows no path) is resolved by the remembered path, and after a
-// restart by searching the tree.
+// /proc shows no path) is placed inside the export by the directory and
+// name it was given out under, and after a restart by searching the tree.
 func TestDisconnectedHandle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drops the kernel's dentry cache")
@@ -1018,44 +1051,32 @@ func TestDisconnectedHandle(t *testing.T) {
 	root := exportDir(t)
 	os.MkdirAll(filepath.Join(root, "a", "b"), 0o755)
 	os.WriteFile(filepath.Join(root, "a", "b", "f"), []byte("x"), 0o644)
-	srv1, err := New(Options{Root: root, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv1.Close()
-	fh, err := srv1.handleFor("a/b/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	evict := func() bool {
+	srv1, addr := startServer(t, Options{Root: root, Export: trusted})
+	c := dialServer(t, addr)
+	fh := c.mustLookup(c.mustLookup(c.mustLookup(c.root(), "a"), "b"), "f")
+	evict := func(s *Server) {
 		t.Helper()
 		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
 			t.Skipf("cannot drop caches: %v", err)
 		}
 		h, _ := decodeHandle(fh)
-		fd, err := unix.OpenByHandleAt(srv1.rootfd, h, unix.O_PATH)
+		fd, err := unix.OpenByHandleAt(s.rootfd, h, unix.O_PATH)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer unix.Close(fd)
-		_, ok := srv1.relPath(fd)
-		return !ok
+		if p, err := readlinkFD(fd); err == nil && strings.HasPrefix(p, s.rootPrefix) {
+			t.Skip("the kernel kept the file's dentry")
+		}
 	}
-	if !evict() {
-		t.Skip("the kernel kept the file's dentry")
+	evict(srv1)
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+		t.Fatalf("READ of a disconnected file, by its hint: %d %q", st, data)
 	}
-	if rel, err := srv1.pathFor(fh); err != nil || rel != "a/b/f" {
-		t.Fatalf("disconnected handle, remembered path: %q %v", rel, err)
-	}
-	srv2, err := New(Options{Root: root, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv2.Close()
-	if !evict() {
-		t.Skip("the kernel kept the file's dentry")
-	}
-	if rel, err := srv2.pathFor(fh); err != nil || rel != "a/b/f" {
-		t.Fatalf("disconnected handle after a restart: %q %v", rel, err)
+	srv1.Close()
+	srv2, addr := startServer(t, Options{Root: root, Export: trusted})
+	evict(srv2)
+	if st, a := dialServer(t, addr).getattr(asRoot, fh); st != nfs3OK || a.size != 1 {
+		t.Fatalf("GETATTR of a disconnected file after a restart, by search: %d %+v", st, a)
 	}
 }

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"context"
 	"errors"
+	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	nfs "github.com/willscott/go-nfs"
 )
 
 // ErrClosed is returned by Serve after Close and by Session.Call after the
@@ -24,27 +22,37 @@ var ErrClosed = errors.New("server: closed")
 type Session struct {
 	srv  *Server
 	send func(reply []byte, p Placement) error
+	peer peer
 
 	sendMu sync.Mutex
 	closed atomic.Bool
 	quit   chan struct{}
 	once   sync.Once
+	// inService counts calls handed to workers and not yet answered: a
+	// connection with calls in service is not idle.
+	inService atomic.Int32
 
 	idle     chan *worker
 	mu       sync.Mutex
-	workers  int  // alive, idle or busy
-	stopping bool // no more workers may start
+	workers  []*worker // alive, idle or busy
+	stopping bool      // no more workers may start
 	wg       sync.WaitGroup
+}
+
+// peer is what the transport knows of the client: whether the export lets
+// it in, whether it called from a reserved port, and the server address it
+// reached (for MOUNT EXPORT's client list).
+type peer struct {
+	allowed, secure bool
+	remote, local   netip.Addr
 }
 
 // call is one call on its way through a worker.
 type call struct {
-	rpc     *rpcCall
-	args    *nfsArgs
-	record  []byte  // record mark + message, what go-nfs reads
-	buf     *[]byte // the pooled buffer of record
-	fsErr   error   // outcome of the call's latest filesystem operation
-	existed bool    // CREATE found the file already there
+	rpc  *rpcCall
+	args *nfsArgs
+	buf  *[]byte // the pooled buffer of the call's record
+	held int     // bytes of the server's record budget the call holds
 }
 
 // Placement says where a reply's result that may be placed directly lies
@@ -59,6 +67,10 @@ type Placement struct {
 // should fail rather than block forever once the transport is going away
 // (Close waits for a send in progress). The reply is the session's again
 // when send returns.
+//
+// The transport vouches for the client: it must have checked AllowsClient
+// for the client's address, and the calls count as coming from a secure
+// port (as RPC-over-RDMA calls do; see Export.Insecure).
 func (s *Server) NewSession(send func(reply []byte) error) *Session {
 	return s.NewPlacingSession(func(reply []byte, _ Placement) error { return send(reply) })
 }
@@ -66,9 +78,14 @@ func (s *Server) NewSession(send func(reply []byte) error) *Session {
 // NewPlacingSession is NewSession for a transport that places READ data
 // directly (RPC-over-RDMA): send also learns where the data lies.
 func (s *Server) NewPlacingSession(send func(reply []byte, p Placement) error) *Session {
+	return s.newSession(send, peer{allowed: true, secure: true})
+}
+
+func (s *Server) newSession(send func(reply []byte, p Placement) error, p peer) *Session {
 	ss := &Session{
 		srv:  s,
 		send: send,
+		peer: p,
 		quit: make(chan struct{}),
 		idle: make(chan *worker, s.opts.Workers),
 	}
@@ -92,7 +109,7 @@ func (ss *Session) Call(msg []byte) error {
 	record := append((*bp)[:0], 0, 0, 0, 0)
 	putMark(record, len(msg))
 	*bp = append(record, msg...)
-	return ss.callRecord(bp)
+	return ss.callRecord(bp, 0)
 }
 
 // recordPool holds call records (record mark and message) between calls:
@@ -103,12 +120,15 @@ var recordPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-// callRecord serves the call in the record *bp, which it owns from now on.
-func (ss *Session) callRecord(bp *[]byte) error {
+// callRecord serves the call in the record *bp, which it owns from now on,
+// with held bytes of the server's record budget, which it releases once
+// the call is answered.
+func (ss *Session) callRecord(bp *[]byte, held int) error {
 	done := true
 	defer func() {
 		if done {
 			recordPool.Put(bp)
+			ss.srv.receiving.release(held)
 		}
 	}()
 	if ss.closed.Load() {
@@ -123,7 +143,12 @@ func (ss *Session) callRecord(bp *[]byte) error {
 		ss.reply(refusal)
 		return nil
 	}
-	if r := inlineReply(c); r != nil {
+	if r := ss.admission(c); r != nil {
+		ss.reply(r)
+		return nil
+	}
+	c.cred = ss.srv.opts.Export.squash(c.cred)
+	if r := ss.inlineReply(c); r != nil {
 		ss.reply(r)
 		return nil
 	}
@@ -133,21 +158,61 @@ func (ss *Session) callRecord(bp *[]byte) error {
 		return nil
 	}
 	if c.prog == progMount {
-		ss.reply(mountReply(c.xid, args.dirpath, ss.srv.rootHandle))
+		ss.reply(ss.srv.mountReply(c.xid, args.dirpath))
 		return nil
 	}
 	if st := args.frontStatus(c.proc); st != nfs3OK {
 		ss.reply(nfsErrorReply(c.xid, c.proc, st))
 		return nil
 	}
-	args.clamp(c.args)
 	w := ss.worker()
 	if w == nil {
 		return ErrClosed
 	}
 	done = false // the worker gives the record back
-	w.work <- &call{rpc: c, args: args, record: record, buf: bp}
+	ss.inService.Add(1)
+	w.work <- &call{rpc: c, args: args, buf: bp, held: held}
 	return nil
+}
+
+// admission refuses what the export does not let this client do, as knfsd
+// and mountd do: a client not in the export's list gets no MOUNT
+// (MNT3ERR_ACCES) and no NFS service (AUTH_ERROR, AUTH_TOOWEAK); a call from
+// an unreserved port on a "secure" export gets MNT3ERR_ACCES or NFS3ERR_PERM.
+// NULL, and the MOUNT procedures that only describe the server, are
+// answered to anyone. It returns nil for a call the client may make.
+func (ss *Session) admission(c *rpcCall) []byte {
+	if c.proc == 0 {
+		return nil
+	}
+	if c.prog == progMount {
+		if c.proc != mountMnt || ss.peer.allowed && (ss.peer.secure || ss.srv.opts.Export.Insecure) {
+			return nil
+		}
+		ss.srv.logf("server: refused MOUNT from %s: %s", ss.peerString(), ss.refusal())
+		return mountStatusReply(c.xid, mnt3ErrAcces)
+	}
+	switch {
+	case !ss.peer.allowed:
+		return deniedReply(c.xid, rejectAuthError, authTooWeak)
+	case !ss.peer.secure && !ss.srv.opts.Export.Insecure:
+		return nfsErrorReply(c.xid, c.proc, nfs3ErrPerm)
+	}
+	return nil
+}
+
+func (ss *Session) refusal() string {
+	if !ss.peer.allowed {
+		return "not in the export's clients"
+	}
+	return "unreserved source port (the export is secure; the client needs resvport, or serve -o insecure)"
+}
+
+func (ss *Session) peerString() string {
+	if ss.peer.remote.IsValid() {
+		return ss.peer.remote.String()
+	}
+	return "a client"
 }
 
 // reply sends one reply unless the session is closed.
@@ -178,12 +243,14 @@ func (ss *Session) worker() *worker {
 		ss.mu.Unlock()
 		return nil
 	}
-	if ss.workers < cap(ss.idle) {
-		ss.workers++
+	if len(ss.workers) < cap(ss.idle) {
+		w := &worker{ss: ss, srv: ss.srv, work: make(chan *call, 1)}
+		ss.workers = append(ss.workers, w)
 		// Counted under mu, so Close's Wait cannot miss it.
-		ss.wg.Add(2)
+		ss.wg.Add(1)
 		ss.mu.Unlock()
-		return ss.startWorker()
+		go w.run()
+		return w
 	}
 	ss.mu.Unlock()
 	select {
@@ -195,8 +262,7 @@ func (ss *Session) worker() *worker {
 }
 
 // Close stops the session: calls not yet answered get no reply. It waits
-// for the session's workers, including go-nfs's goroutines (for at most
-// stopTimeout each, see worker.stop), and is safe to call more than once.
+// for the calls in service to finish, and is safe to call more than once.
 func (ss *Session) Close() {
 	ss.once.Do(func() {
 		ss.sendMu.Lock()
@@ -208,16 +274,26 @@ func (ss *Session) Close() {
 		close(ss.quit)
 	})
 	ss.wg.Wait()
+	// A call handed to a worker that stopped first is dropped here, so its
+	// record and reservation go back.
+	ss.mu.Lock()
+	for _, w := range ss.workers {
+		select {
+		case c := <-w.work:
+			w.done(c)
+		default:
+		}
+	}
+	ss.mu.Unlock()
 	ss.srv.removeSession(ss)
 }
 
-// worker serves calls one at a time: the front-answered procedures itself,
-// the rest through its own go-nfs server and connection.
+// worker serves calls one at a time.
 type worker struct {
 	ss   *Session
-	fs   *billyFS
-	conn *pipeConn
+	srv  *Server
 	work chan *call
+	cur  *call // the call being served
 	// afterReply, if set by answer, runs once the reply has been sent:
 	// it gives back the buffer the reply was built in.
 	afterReply func()
@@ -225,107 +301,48 @@ type worker struct {
 	placement Placement
 }
 
-func (ss *Session) startWorker() *worker {
-	fs := &billyFS{srv: ss.srv}
-	w := &worker{ss: ss, fs: fs, conn: newPipeConn(), work: make(chan *call, 1)}
-	gonfs := &nfs.Server{
-		Handler: &handler{srv: ss.srv, fs: fs},
-		ID:      ss.srv.verifier,
-		Context: context.Background(),
-	}
-	go func() {
-		defer ss.wg.Done()
-		gonfs.Serve(&pipeListener{conn: w.conn})
-	}()
-	go w.run()
-	return w
-}
-
 func (w *worker) run() {
 	defer w.ss.wg.Done()
 	for {
 		select {
 		case c := <-w.work:
-			if !w.serve(c) {
-				// The dead go-nfs goroutine may still be reading
-				// the record: its buffer goes to the collector,
-				// not back to the pool.
-				w.retire()
-				return
-			}
-			recordPool.Put(c.buf)
+			w.serve(c)
+			w.done(c)
 			w.ss.idle <- w
 		case <-w.ss.quit:
-			w.stop()
 			return
 		}
 	}
 }
 
-// serve answers one call. It returns false when the worker's go-nfs
-// connection died: that call gets no reply (the client will retransmit) and
-// the worker is replaced.
-func (w *worker) serve(c *call) bool {
-	srv := w.ss.srv
-	if srv.testHook != nil {
-		srv.testHook(w, c)
-	}
-	w.fs.cur = c
-	if c.rpc.prog == progNFS && frontAnswers(c.rpc.proc) {
-		w.placement = Placement{}
-		reply := w.answer(c)
-		w.ss.replyPlaced(reply, w.placement)
-		if w.afterReply != nil {
-			w.afterReply()
-			w.afterReply = nil
+// done gives back what a call held: its record and its reservation.
+func (w *worker) done(c *call) {
+	recordPool.Put(c.buf)
+	w.srv.receiving.release(c.held)
+	w.ss.inService.Add(-1)
+}
+
+// serve answers one call. A panic while answering (a bug) is logged and
+// answered SYSTEM_ERR: one bad call must not take down the server.
+func (w *worker) serve(c *call) {
+	srv := w.srv
+	w.placement = Placement{}
+	reply := func() (reply []byte) {
+		defer func() {
+			if r := recover(); r != nil {
+				srv.logf("server: serving %v: panic: %v\n%s", c.rpc, r, debug.Stack())
+				reply = acceptedReply(c.rpc.xid, acceptSystemErr)
+				w.placement = Placement{}
+			}
+		}()
+		if srv.testHook != nil {
+			srv.testHook(w, c)
 		}
-		return true
-	}
-	select {
-	case w.conn.calls <- c.record:
-	case <-w.ss.quit:
-		return true
-	}
-	select {
-	case rec := <-w.conn.replies:
-		w.ss.reply(fixReply(c, rec))
-		return true
-	case <-w.conn.gone:
-		srv.logf("server: go-nfs dropped its connection serving %v; replacing the worker", c.rpc)
-		return false
-	case <-w.ss.quit:
-		return true
-	}
-}
-
-// retire replaces a dead worker with a fresh one, which goes straight to
-// the idle workers (a call may be waiting for one).
-func (w *worker) retire() {
-	w.conn.shutdown()
-	ss := w.ss
-	ss.mu.Lock()
-	if ss.stopping {
-		ss.workers--
-		ss.mu.Unlock()
-		return
-	}
-	ss.wg.Add(2)
-	ss.mu.Unlock()
-	ss.idle <- ss.startWorker()
-}
-
-// stopTimeout bounds how long stopping waits for go-nfs to finish the call
-// it is in (a filesystem operation).
-const stopTimeout = 30 * time.Second
-
-// stop ends go-nfs's connection and waits until go-nfs let go of it, so no
-// go-nfs goroutine touches the filesystem once the server closes.
-func (w *worker) stop() {
-	w.conn.shutdown()
-	select {
-	case <-w.conn.gone:
-	case <-time.After(stopTimeout):
-		w.ss.srv.logf("server: go-nfs still busy after %v; leaving it", stopTimeout)
-		w.ss.srv.stuck.Store(true)
+		return w.answer(c)
+	}()
+	w.ss.replyPlaced(reply, w.placement)
+	if w.afterReply != nil {
+		w.afterReply()
+		w.afterReply = nil
 	}
 }

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"syscall"
-
-	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // nfsstat3 values (RFC 1813).
@@ -32,7 +30,9 @@ const (
 	nfs3ErrStale       = 70
 	nfs3ErrBadHandle   = 10001
 	nfs3ErrNotSync     = 10002
+	nfs3ErrBadCookie   = 10003
 	nfs3ErrNotSupp     = 10004
+	nfs3ErrTooSmall    = 10005
 	nfs3ErrServerFault = 10006
 	nfs3ErrBadType     = 10007
 	nfs3ErrJukebox     = 10008
@@ -64,17 +64,35 @@ var errnoStatus = map[syscall.Errno]uint32{
 	syscall.EOPNOTSUPP:   nfs3ErrNotSupp,
 	syscall.EAGAIN:       nfs3ErrJukebox,
 	syscall.ENOMEM:       nfs3ErrJukebox,
-	syscall.ETXTBSY:      nfs3ErrAcces,
+	syscall.ETXTBSY:      nfs3ErrIO,
+	syscall.E2BIG:        nfs3ErrFBig,
+	syscall.ENFILE:       nfs3ErrServerFault,
 	// The server never follows symlinks; meeting one where a file or
 	// directory was expected is an invalid argument for NFS.
 	syscall.ELOOP: nfs3ErrInval,
 }
 
-// statusOf maps an error to an NFS status: 0 (OK) for nil, the errno's status
-// when the error wraps an errno, NFS3ERR_IO otherwise.
+// statusError is an error that is an NFS status of its own, with no errno
+// behind it.
+type statusError uint32
+
+func (e statusError) Error() string { return fmt.Sprintf("server: NFS status %d", uint32(e)) }
+
+var (
+	errBadCookie = statusError(nfs3ErrBadCookie)
+	errTooSmall  = statusError(nfs3ErrTooSmall)
+)
+
+// statusOf maps an error to an NFS status: 0 (OK) for nil, the status of a
+// statusError, the errno's status when the error wraps an errno, NFS3ERR_IO
+// otherwise.
 func statusOf(err error) uint32 {
 	if err == nil {
 		return nfs3OK
+	}
+	var se statusError
+	if errors.As(err, &se) {
+		return uint32(se)
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
@@ -103,65 +121,4 @@ func nfsErrorReply(xid, proc, status uint32) []byte {
 		w.Uint32(0)
 	}
 	return w.Buf
-}
-
-// fixReply corrects a reply go-nfs produced, in place where it can.
-//
-// go-nfs maps filesystem errors coarsely: most failures become ACCES or IO
-// whatever the errno was (RMDIR of a non-empty directory answers IO, MKDIR of
-// an existing name ACCES), and an error it does not wrap becomes an RPC
-// SYSTEM_ERR. The worker records the outcome of the call's last filesystem
-// operation; when go-nfs reports a failure and that operation failed, the
-// errno is the cause, so its status replaces go-nfs's. A failure go-nfs
-// decides by itself (a NOTDIR after a successful stat, say) follows a
-// successful operation and is left alone.
-//
-// go-nfs also answers every WRITE with committed = FILE_SYNC although it
-// never syncs. The filesystem layer syncs DATA_SYNC and FILE_SYNC writes;
-// the reply then reports what the client asked for, so UNSTABLE writes say
-// UNSTABLE and the client COMMITs them.
-func fixReply(c *call, rec []byte) []byte {
-	if c.rpc.prog != progNFS {
-		return rec
-	}
-	r := xdr.NewDecoder(rec)
-	r.Uint32() // xid
-	r.Uint32() // REPLY
-	if r.Uint32() != msgAccepted {
-		return rec
-	}
-	r.Uint32()
-	r.Opaque(maxAuthBytes)
-	stat := r.Uint32()
-	statusAt := r.Offset()
-	status := r.Uint32()
-	if r.Err() != nil && stat != acceptSystemErr {
-		return rec
-	}
-	cause := statusOf(c.fsErr)
-	switch {
-	case stat == acceptSystemErr:
-		if c.fsErr != nil {
-			return nfsErrorReply(c.rpc.xid, c.rpc.proc, cause)
-		}
-	case stat != acceptSuccess:
-	case status != nfs3OK:
-		if c.fsErr != nil && cause != status {
-			binary.BigEndian.PutUint32(rec[statusAt:], cause)
-		}
-	case c.rpc.proc == nfsWrite:
-		// WRITE3resok: wcc_data, count, committed, verifier.
-		if r.Uint32() != 0 {
-			r.Fixed(24) // wcc_attr
-		}
-		if r.Uint32() != 0 {
-			r.Fixed(84) // fattr3
-		}
-		r.Uint32() // count
-		at := r.Offset()
-		if r.Uint32(); r.Err() == nil {
-			binary.BigEndian.PutUint32(rec[at:], c.args.stable)
-		}
-	}
-	return rec
 }
