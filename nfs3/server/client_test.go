@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"io"
+	"math/rand"
 	"net"
 	"os"
 	"syscall"
@@ -58,6 +59,26 @@ func dialServer(t testing.TB, addr string) *testClient {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return &testClient{t: t, conn: conn, r: bufio.NewReader(conn), xid: 0x1000}
+}
+
+// dialReserved connects from a reserved source port (below 1024), as a root
+// client with resvport does.
+func dialReserved(t testing.TB, addr string) *testClient {
+	t.Helper()
+	var lastErr error
+	for try := 0; try < 50; try++ {
+		port := 600 + rand.Intn(424)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		t.Cleanup(func() { conn.Close() })
+		return &testClient{t: t, conn: conn, r: bufio.NewReader(conn), xid: 0x1000}
+	}
+	t.Fatalf("dial from a reserved port: %v", lastErr)
+	return nil
 }
 
 // startServer serves root on a fresh loopback listener.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -132,7 +133,9 @@ func (e *Export) clientNames(local netip.Addr) []string {
 	for _, p := range e.Clients {
 		switch {
 		case p.Bits() == 0:
-			names = append(names, "*")
+			if !slices.Contains(names, "*") { // "*" is 0.0.0.0/0 and ::/0
+				names = append(names, "*")
+			}
 		case p.IsSingleIP():
 			names = append(names, p.Addr().String())
 		default:

@@ -24,9 +24,9 @@ const (
 	authNone = 0
 	authSys  = 1
 
-	maxAuthBytes   = 400 // RFC 5531: opaque_auth body<400>
-	maxMachineName = 255 // RFC 5531: AUTH_SYS machinename<255>
-	maxAuthGroups  = 16  // RFC 5531: AUTH_SYS gids<16>
+	maxAuthBytes   = 400   // RFC 5531: opaque_auth body<400>
+	maxMachineName = 255   // RFC 5531: AUTH_SYS machinename<255>
+	maxAuthGroups  = 16    // RFC 5531: AUTH_SYS gids<16>
 	nobody         = 65534 // knfsd's default anonuid and anongid
 
 	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,67 @@ func FuzzCallHeader(f *testing.F) {
 		a.frontStatus(c.proc)
 		if rel, ok := mountPath(a.dirpath); ok && (rel == "" || strings.HasPrefix(rel, "/") || strings.Contains(rel, "//")) {
 			t.Fatalf("MOUNT path %q became %q", a.dirpath, rel)
+		}
+	})
+}
+
+// FuzzRecordReader feeds arbitrary streams to the record reader: it must
+// never panic, never return a record longer than the largest call, and
+// hold (reserve) no more than the part of the record beyond the free bytes.
+func FuzzRecordReader(f *testing.F) {
+	mark := func(n uint32, last bool, body []byte) []byte {
+		b := binary.BigEndian.AppendUint32(nil, n)
+		if last {
+			b[0] |= 0x80
+		}
+		return append(b, body...)
+	}
+	f.Add(mark(4, true, []byte("abcd")))
+	f.Add(append(mark(2, false, []byte("ab")), mark(2, true, []byte("cd"))...))
+	f.Add(mark(maxRecord+1, true, nil))
+	f.Add(mark(0, true, nil))
+	f.Add(mark(1<<31-1, false, []byte("x")))
+	f.Add(bytes.Repeat([]byte{0, 0, 0, 0}, 10))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		var b byteBudget
+		b.init(recordBudget)
+		rr := recordReader{r: bytes.NewReader(stream), budget: &b}
+		for range 8 {
+			rec, err := rr.read(nil)
+			held := rr.take()
+			if err != nil {
+				b.release(held)
+				return
+			}
+			if len(rec) > maxRecord || held > max(0, len(rec)-freeRecordBytes) {
+				t.Fatalf("record of %d bytes holding %d", len(rec), held)
+			}
+			b.release(held)
+			if b.free != recordBudget {
+				t.Fatalf("budget %d after release", b.free)
+			}
+		}
+	})
+}
+
+// FuzzParseClients: the client list parser never panics, and what it
+// accepts are valid, masked prefixes.
+func FuzzParseClients(f *testing.F) {
+	for _, s := range []string{"*", "127.0.0.1", "10.0.0.0/8+::1", "2001:db8::/32+1.2.3.4", "", "+", "1.2.3.4/40", "::ffff:1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		ps, err := ParseClients(list)
+		if err != nil {
+			return
+		}
+		if len(ps) == 0 {
+			t.Fatalf("%q: no clients and no error", list)
+		}
+		for _, p := range ps {
+			if !p.IsValid() || p.Masked() != p {
+				t.Fatalf("%q: prefix %v", list, p)
+			}
 		}
 	})
 }

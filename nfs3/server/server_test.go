@@ -46,12 +46,12 @@ func TestMountExportNull(t *testing.T) {
 		}
 	}
 	for p, want := range map[string]uint32{
-		"/nope":     mnt3ErrNoEnt,
-		"":          mnt3ErrNoEnt,
-		"x":         mnt3ErrNoEnt,
-		"/sub/file": mnt3ErrNotDir,
-		"/link":     mnt3ErrAcces, // a symlink is never followed
-		"/..":       mnt3ErrAcces, // nothing above the export
+		"/nope":      mnt3ErrNoEnt,
+		"":           mnt3ErrNoEnt,
+		"x":          mnt3ErrNoEnt,
+		"/sub/file":  mnt3ErrNotDir,
+		"/link":      mnt3ErrAcces, // a symlink is never followed
+		"/..":        mnt3ErrAcces, // nothing above the export
 		"/sub/../..": mnt3ErrAcces,
 	} {
 		if st, _ := c.mount(p); st != want {

@@ -30,13 +30,15 @@ const (
 	// fragments cannot keep the reader looping forever.
 	maxFragments = 1024
 
-	// recordBudget bounds the bytes of call records the server holds from
-	// TCP connections at once, being received or in service: a fragment
-	// is read only once its length is reserved, and the reservation lasts
-	// until its call is answered. With maxRecord per connection it keeps a
+	// recordBudget bounds the bytes of large call records the server holds
+	// from TCP connections at once, being received or in service: the
+	// part of a record beyond its first freeRecordBytes is read only once
+	// reserved, and the reservation lasts until its call is answered. A
 	// crowd of clients that each send most of a large record and stop
-	// from holding more than this.
-	recordBudget = 64 << 20
+	// holds at most this plus freeRecordBytes per connection; small calls
+	// (every call but a large WRITE) never wait for it.
+	recordBudget    = 64 << 20
+	freeRecordBytes = 64 << 10
 )
 
 var errRecordTooLarge = fmt.Errorf("server: record longer than the largest call (%d bytes)", maxRecord)
@@ -54,11 +56,13 @@ type recordReader struct {
 	holding int             // bytes reserved for the record being read
 }
 
-// read reads one record into buf (reusing it) and returns it. The bytes it
-// holds reserved for the record stay reserved; the caller releases them
-// (take) once the record is answered or dropped.
+// read reads one record into buf (reusing it: the record is appended to
+// what buf holds) and returns it. The bytes it holds reserved for the
+// record stay reserved; the caller releases them (take) once the record is
+// answered or dropped.
 func (rr *recordReader) read(buf []byte) ([]byte, error) {
 	var hdr [4]byte
+	got := 0 // bytes of this record so far
 	for frags := 0; ; frags++ {
 		if frags == maxFragments {
 			return nil, fmt.Errorf("server: record of more than %d fragments", maxFragments)
@@ -71,16 +75,19 @@ func (rr *recordReader) read(buf []byte) ([]byte, error) {
 		}
 		mark := binary.BigEndian.Uint32(hdr[:])
 		n := int(mark &^ lastFragment)
-		if len(buf)+n > maxRecord+4 {
+		if got+n > maxRecord {
 			return nil, errRecordTooLarge
 		}
-		if n > 0 {
-			if rr.budget != nil {
-				if !rr.budget.acquire(n, rr.wait, rr.quit) {
-					return nil, errNoBudget
-				}
-				rr.holding += n
+		got += n
+		if need := got - freeRecordBytes - rr.holding; need > 0 && rr.budget != nil {
+			if !rr.budget.acquire(need, rr.wait, rr.quit) {
+				return nil, errNoBudget
 			}
+			rr.holding += need
+		}
+		if n > 0 {
+			// Reserved (or small): allocating the fragment's length
+			// before it arrives is bounded.
 			start := len(buf)
 			if cap(buf)-start < n {
 				grown := make([]byte, start, start+n)
