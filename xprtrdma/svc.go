@@ -46,7 +46,11 @@ type ServerConfig struct {
 	MaxIO int
 	// NewSession starts the RPC service of a connection.
 	NewSession func(send SendFunc) Session
-	Logf       func(format string, args ...any)
+	// Admit, if set, decides whether a client at the given address
+	// (host:port) may connect; a refused request is rejected before the
+	// server sets up anything for it.
+	Admit func(remoteAddr string) bool
+	Logf  func(format string, args ...any)
 }
 
 // Server listens for RPC-over-RDMA connections.
@@ -107,6 +111,11 @@ func (s *Server) Serve() error {
 			default:
 			}
 			return fmt.Errorf("rpcrdma: accept: %w", err)
+		}
+		if s.cfg.Admit != nil && !s.cfg.Admit(req.RemoteAddr()) {
+			s.logf("rpcrdma: connection from %s refused: not among the export's clients", req.RemoteAddr())
+			req.Reject(nil)
+			continue
 		}
 		c, err := s.accept(req)
 		if err != nil {

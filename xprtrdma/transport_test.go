@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/server"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
 	"github.com/rdmafs/rdmafs/verbs/soft"
 )
 
@@ -277,5 +280,45 @@ func TestCreditWindows(t *testing.T) {
 			}
 			t.Logf("credits %d: %d calls waited for a credit", credits, waits)
 		})
+	}
+}
+
+// TestAdmitRefuses: a connection request from a client the server's Admit
+// refuses is rejected before anything is set up for it.
+func TestAdmitRefuses(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	b := newTestBed(t, ServerConfig{Admit: func(remote string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, remote)
+		return false
+	}})
+	dev, err := b.prov.Open(context.Background(), "", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	own := PrivateData{SendSize: 4096, RecvSize: 4096}
+	conn, err := pd.Dial(ctx, b.rdma.Addr(), verbs.ConnConfig{SendDepth: 4, RecvDepth: 4, MaxSendSGE: 1, MaxRecvSGE: 1,
+		ResponderResources: 1, PrivateData: own.Encode(), Timeout: 5 * time.Second})
+	if err == nil {
+		conn.Close()
+		t.Fatal("a refused client connected")
+	}
+	if !errors.Is(err, verbs.ErrRejected) {
+		t.Errorf("refused client: %v, want a rejection", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], "127.0.0.1:") {
+		t.Errorf("Admit was asked about %q", asked)
 	}
 }
