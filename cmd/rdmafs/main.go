@@ -51,6 +51,20 @@ const usageText = `usage:
                         on TCP); default tcp
         rdmaport=N      RDMA port (default 20049; 0 picks a free one)
         provider=ibverbs|soft  verbs provider for rdma (default ibverbs)
+      Export options, as knfsd's (exports(5)), safe by default:
+        secure | insecure      calls over TCP only from ports below 1024
+                               (root's); default secure. RDMA connections
+                               count as secure, as in knfsd
+        root_squash | no_root_squash  uid/gid 0 served as anonuid/anongid
+                               (default root_squash)
+        all_squash | no_all_squash    everyone served as anonuid/anongid
+                               (default no_all_squash)
+        anonuid=N, anongid=N   the anonymous identity (default 65534)
+        clients=LIST           addresses and networks (CIDR) joined by +,
+                               or *; default: this host only (the address
+                               served on)
+        max_connections=N      TCP connections at once (default 256)
+        idle_timeout=SECONDS   close idle connections (default 360; 0 never)
 
   rdmafs stats MOUNTPOINT
       Print the mount's statistics in the format of /proc/self/mountstats.

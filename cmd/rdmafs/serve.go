@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3/server"
@@ -25,6 +28,9 @@ type serveOptions struct {
 	rdma     bool               // proto=rdma: NFS over RPC-over-RDMA as well
 	rdmaPort int                // where, default 20049
 	provider mountopts.Provider // the verbs provider for rdma
+	export   server.Export      // knfsd's export options
+	maxConns int                // max_connections; 0: the server's default
+	idle     time.Duration      // idle_timeout; 0: the server's default, < 0 never
 }
 
 // parseServeOptions parses the -o list of rdmafs serve; errors name the
@@ -80,8 +86,50 @@ func parseServeOptions(list string, o *serveOptions) error {
 			default:
 				err = bad("must be ibverbs or soft")
 			}
+		case "secure", "insecure", "root_squash", "no_root_squash", "all_squash", "no_all_squash":
+			if hasVal {
+				err = bad("takes no value")
+			}
+			switch name {
+			case "secure", "insecure":
+				o.export.Insecure = name == "insecure"
+			case "root_squash", "no_root_squash":
+				o.export.NoRootSquash = name == "no_root_squash"
+			default:
+				o.export.AllSquash = name == "all_squash"
+			}
+		case "anonuid", "anongid":
+			var n int
+			if n, err = number(0, 1<<32-2); err == nil {
+				id := uint32(n)
+				if name == "anonuid" {
+					o.export.AnonUID = &id
+				} else {
+					o.export.AnonGID = &id
+				}
+			}
+		case "clients":
+			var ps []netip.Prefix
+			if !hasVal {
+				err = bad("addresses or networks (CIDR) joined by +, or *")
+			} else if ps, err = server.ParseClients(val); err != nil {
+				err = bad(err.Error())
+			}
+			o.export.Clients = append(o.export.Clients, ps...)
+		case "max_connections":
+			o.maxConns, err = number(1, 1<<16)
+		case "idle_timeout":
+			var n int
+			if n, err = number(0, 1<<20); err == nil {
+				o.idle = time.Duration(n) * time.Second
+				if n == 0 {
+					o.idle = -1
+				}
+			}
 		default:
-			err = &usageError{fmt.Sprintf("unknown serve option %q (port, addr, ro, rw, workers, proto, rdmaport, provider)", item)}
+			err = &usageError{fmt.Sprintf("unknown serve option %q (port, addr, ro, rw, workers, proto, rdmaport, provider, "+
+				"secure, insecure, root_squash, no_root_squash, all_squash, no_all_squash, anonuid, anongid, clients, "+
+				"max_connections, idle_timeout)", item)}
 		}
 		if err != nil {
 			return err
@@ -118,11 +166,8 @@ func serve(args []string) error {
 	}
 	defer startProfile(".serve")()
 	logger := log.New(os.Stderr, "rdmafs serve: ", log.LstdFlags)
-	// Until serve has knfsd's export options: its former behaviour, every
-	// client, any port, root as root.
-	open, _ := server.ParseClients("*")
-	export := server.Export{Insecure: true, NoRootSquash: true, Clients: open}
-	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.readOnly, Workers: o.workers, Export: export, Logf: logger.Printf})
+	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.readOnly, Workers: o.workers, Export: o.export,
+		MaxConns: o.maxConns, IdleTimeout: o.idle, Logf: logger.Printf})
 	if err != nil {
 		return err
 	}
@@ -133,6 +178,7 @@ func serve(args []string) error {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
+	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.export, clientList(&o))
 	var rdmaSrv *xprtrdma.Server
 	if o.rdma {
 		if rdmaSrv, err = serveRDMA(srv, &o, logger.Printf); err != nil {
@@ -183,9 +229,13 @@ func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (
 	if err != nil {
 		return nil, err
 	}
+	listen := hostPort(o.addr, o.rdmaPort)
 	rs, err := xprtrdma.Listen(context.Background(), xprtrdma.ServerConfig{
 		Provider: p,
-		Addr:     hostPort(o.addr, o.rdmaPort),
+		Addr:     listen,
+		// RDMA connections count as secure (as in knfsd's svcrdma);
+		// the client list applies to them as to TCP.
+		Admit: func(remote string) bool { return srv.AllowsClient(remote, listen) },
 		NewSession: func(send xprtrdma.SendFunc) xprtrdma.Session {
 			return srv.NewPlacingSession(func(reply []byte, pl server.Placement) error {
 				return send(reply, pl.Off, pl.Len)
@@ -202,6 +252,27 @@ func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (
 		}
 	}()
 	return rs, nil
+}
+
+// clientList is the clients option as serve applies it.
+func clientList(o *serveOptions) string {
+	if len(o.export.Clients) == 0 {
+		return o.addr + " (this host)"
+	}
+	var names []string
+	for _, p := range o.export.Clients {
+		switch {
+		case p.Bits() == 0:
+			if !slices.Contains(names, "*") {
+				names = append(names, "*")
+			}
+		case p.IsSingleIP():
+			names = append(names, p.Addr().String())
+		default:
+			names = append(names, p.String())
+		}
+	}
+	return strings.Join(names, "+")
 }
 
 // rdmaPortOf returns the port of a host:port address.

@@ -19,7 +19,7 @@ import (
 // checking every file on the server side.
 func TestWorkload(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	workload.Run(t, mnt, workload.DirChecker(s.dir))
 }
@@ -80,7 +80,7 @@ func fileSum(t *testing.T, path string) ([32]byte, int64) {
 // server's copy has it too.
 func TestGiBFile(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	const size = 1 << 30
 	want := writeRandom(t, filepath.Join(mnt, "big"), 1, size)
@@ -96,7 +96,7 @@ func TestGiBFile(t *testing.T) {
 // TestConcurrentWriters has eight programs write different files at once.
 func TestConcurrentWriters(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	const writers, size = 8, 32 << 20
 	sums := make([][32]byte, writers)
@@ -135,7 +135,7 @@ func TestDirectAIO(t *testing.T) {
 		serve []string
 	}{{"tcp", nil}, {"rdma", rdmaServe}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, "", 0, tc.serve...)
+			s := startServer(t, "", 0, append(tc.serve, "no_root_squash")...)
 			mnt := s.mount(t)
 			out, err := exec.Command("fio", "--name=aio", "--filename="+filepath.Join(mnt, "aio"),
 				"--rw=randwrite", "--bsrange=4k-64k", "--ioengine=libaio", "--iodepth=16",

@@ -40,7 +40,7 @@ func TestExerciser(t *testing.T) {
 		serve []string
 	}{{"tcp", nil}, {"rdma", rdmaServe}} {
 		t.Run(proto.name, func(t *testing.T) {
-			s := startServer(t, "", 0, proto.serve...)
+			s := startServer(t, "", 0, append(proto.serve, "no_root_squash")...)
 			a, b := s.mount(t), s.mount(t)
 			seed := exerciserSeed(t)
 			t.Logf("seed %d (replay: RDMAFS_EXERCISER_SEED=%d go test ./test/e2e/host -run 'TestExerciser/%s')", seed, seed, proto.name)

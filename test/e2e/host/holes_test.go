@@ -22,7 +22,7 @@ func TestReadHoleBelowQueuedWrite(t *testing.T) {
 		serve []string
 	}{{"tcp", nil}, {"rdma", rdmaServe}} {
 		t.Run(proto.name, func(t *testing.T) {
-			s := startServer(t, "", 0, proto.serve...)
+			s := startServer(t, "", 0, append(proto.serve, "no_root_squash")...)
 			mnt := s.mount(t)
 			const off, n, size = 0xbb90, 0x15bb, 0xd14b
 			data := bytes.Repeat([]byte{0xa5}, n)
@@ -88,7 +88,7 @@ func TestReadHoleBelowQueuedWrite(t *testing.T) {
 // shrunk file are written back no further than its end.
 func TestReopenSeesOtherClientsSize(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	a, b := s.mount(t), s.mount(t)
 	const small, large = 0x58f8, 0x370c31
 	write(t, filepath.Join(b, "f"), "x")

@@ -43,7 +43,7 @@ func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
 // is replaced, the source name is gone, on the mount and on the server.
 func TestRenameOverExisting(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	write(t, filepath.Join(mnt, "a"), "new")
 	write(t, filepath.Join(mnt, "b"), "old content")
@@ -127,7 +127,7 @@ func TestDirectory20000(t *testing.T) {
 // TestSpecialFiles makes a FIFO, a socket and devices through the mount.
 func TestSpecialFiles(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	if err := unix.Mkfifo(filepath.Join(mnt, "fifo"), 0o640); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestSpecialFiles(t *testing.T) {
 // TestSetattr changes mode, owner, size and times through the mount.
 func TestSetattr(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	p := filepath.Join(mnt, "f")
 	write(t, p, "0123456789")
@@ -230,7 +230,7 @@ func TestSetattr(t *testing.T) {
 // TestCreateModes checks O_CREAT|O_EXCL and O_CREAT|O_TRUNC.
 func TestCreateModes(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	p := filepath.Join(mnt, "x")
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
@@ -257,7 +257,7 @@ func TestCreateModes(t *testing.T) {
 // TestErrnos checks that NFS errors reach programs as the right errno.
 func TestErrnos(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	os.Mkdir(filepath.Join(mnt, "full"), 0o755)
 	write(t, filepath.Join(mnt, "full", "f"), "x")
@@ -290,7 +290,7 @@ func TestErrnos(t *testing.T) {
 // use it, and nothing is left behind after it closes it.
 func TestUnlinkOpenFile(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	p := filepath.Join(mnt, "tmp")
 	write(t, p, "still here")
@@ -338,7 +338,7 @@ func expectEmpty(t *testing.T, dir string) {
 // returns), leaves no hidden .nfs file behind on the server.
 func TestUnlinkRightAfterClose(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	for i := range 300 {
 		p := filepath.Join(mnt, fmt.Sprintf("f%d", i))
@@ -360,7 +360,7 @@ func TestUnlinkRightAfterClose(t *testing.T) {
 // after an unlink, and goes from the server after the last close.
 func TestUnlinkWithDupOpen(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	p := filepath.Join(mnt, "dup")
 	write(t, p, "shared")
@@ -390,7 +390,7 @@ func TestUnlinkWithDupOpen(t *testing.T) {
 // the next open, even though the client had the old data cached.
 func TestCloseToOpen(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	p := filepath.Join(mnt, "f")
 	write(t, p, "version one")
@@ -428,7 +428,7 @@ func TestStatfs(t *testing.T) {
 // TestStats: rdmafs stats prints the mountstats block with the calls made.
 func TestStats(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	write(t, filepath.Join(mnt, "f"), "data")
 	code, out := rdmafs(t, 10*time.Second, "stats", mnt)

@@ -12,7 +12,7 @@ import (
 // their own permissions, as with the kernel client.
 func TestPermissionsAllowOther(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	os.Chmod(s.dir, 0o755)
 	mnt := s.mount(t, "allow_other")
 	os.Chmod(filepath.Dir(mnt), 0o755) // so that others reach the mount

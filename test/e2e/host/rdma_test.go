@@ -16,7 +16,7 @@ import (
 
 func TestRDMAWorkload(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0, rdmaServe...)
+	s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 	mnt := s.mount(t)
 	workload.Run(t, mnt, workload.DirChecker(s.dir))
 	checkRDMAStats(t, mnt)
@@ -24,7 +24,7 @@ func TestRDMAWorkload(t *testing.T) {
 
 func TestRDMAGiBFile(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0, rdmaServe...)
+	s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 	mnt := s.mount(t)
 	const size = 1 << 30
 	want := writeRandom(t, filepath.Join(mnt, "big"), 3, size)
@@ -50,9 +50,9 @@ func TestRDMAGiBFile(t *testing.T) {
 // a restart of the server in the middle of a large write.
 func TestRDMAServerRestartDuringWrite(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0, rdmaServe...)
+	s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 	testRestartDuringWrite(t, s, func() *server {
-		return startServer(t, s.dir, s.port, "proto=rdma", "provider=soft", "rdmaport="+strconv.Itoa(s.rdmaPort))
+		return startServer(t, s.dir, s.port, "proto=rdma", "provider=soft", "rdmaport="+strconv.Itoa(s.rdmaPort), "no_root_squash")
 	})
 }
 

@@ -19,8 +19,8 @@ import (
 // and after close the server's copy has the checksum of what was written.
 func TestServerRestartDuringWrite(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
-	testRestartDuringWrite(t, s, func() *server { return startServer(t, s.dir, s.port) })
+	s := startServer(t, "", 0, "no_root_squash")
+	testRestartDuringWrite(t, s, func() *server { return startServer(t, s.dir, s.port, "no_root_squash") })
 }
 
 // testRestartDuringWrite writes 512 MiB through a hard mount of s, kills s
@@ -87,7 +87,7 @@ func testRestartDuringWrite(t *testing.T, s *server, restart func() *server) {
 // with EIO after its retransmissions instead of hanging.
 func TestSoftMountGivesUp(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t, "soft,timeo=5,retrans=1,actimeo=0")
 	write(t, filepath.Join(mnt, "f"), "x")
 	s.kill()

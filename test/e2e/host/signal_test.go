@@ -33,7 +33,7 @@ func daemonOf(t *testing.T, mnt string) int {
 // commits what programs wrote, even into files still open, and unmounts.
 func TestSigtermWritesBack(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0)
+	s := startServer(t, "", 0, "no_root_squash")
 	mnt := s.mount(t)
 	f, err := os.Create(filepath.Join(mnt, "open"))
 	if err != nil {
