@@ -44,7 +44,8 @@ else
 fi
 
 step "serving $export_dir over NFSv3: MOUNT on TCP, NFS over RDMA"
-"$BIN" serve -o "addr=$addr,port=0,proto=rdma,provider=$provider,rdmaport=0" "$export_dir" >"$work/serve.out" 2>"$work/serve.log" &
+# The demo writes as root: no_root_squash (by default root is squashed, as with knfsd).
+"$BIN" serve -o "addr=$addr,port=0,proto=rdma,provider=$provider,rdmaport=0,no_root_squash" "$export_dir" >"$work/serve.out" 2>"$work/serve.log" &
 srv=$!
 port= rport=
 for _ in $(seq 100); do

@@ -170,7 +170,9 @@ func (b *bench) setup() {
 	b.srcFile = filepath.Join(b.dir, "src", "src.dat")
 	run("dd", "if=/dev/urandom", "of="+b.srcFile, "bs=1M", fmt.Sprintf("count=%d", *sizeMiB), "status=none")
 
-	b.serve = exec.Command(filepath.Join(b.bin, "rdmafs"), "serve", "-o", "port=0", b.export)
+	// The benchmark works as root: no_root_squash (by default root is
+	// squashed, as with knfsd), so calls are served as the server itself.
+	b.serve = exec.Command(filepath.Join(b.bin, "rdmafs"), "serve", "-o", "port=0,no_root_squash", b.export)
 	if *profile {
 		b.serve.Env = append(os.Environ(), "RDMAFS_CPUPROFILE="+filepath.Join(b.dir, "cpu"))
 	}

@@ -38,7 +38,9 @@ func TestKernelClientOnRdmafsServe(t *testing.T) {
 	bin := needRDMA(t, e)
 	dir := t.TempDir()
 	const rdmaPort = 20050
-	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d", e.Addr, rdmaPort), dir)
+	// The workload runs as root: no_root_squash (the default squashes root,
+	// as knfsd's does).
+	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d,no_root_squash", e.Addr, rdmaPort), dir)
 	stdout, _ := srv.StdoutPipe()
 	var stderr strings.Builder
 	srv.Stderr = &stderr
