@@ -198,6 +198,10 @@ func serve(args []string) error {
 		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.addr))
 	}
 
+	// As mountd and nfsd do, so that showmount -e and mount.nfs without
+	// port options find it; nothing when no rpcbind runs.
+	defer server.RegisterRPCBind(context.Background(), port, logger.Printf)()
+
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan error, 1)

@@ -364,3 +364,47 @@ func TestLibnfsSubdirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestServeShowmount: with an rpcbind on the host, serve registers MOUNT
+// and NFS as mountd and nfsd do, `showmount -e` lists the export with its
+// clients, and stopping serve takes the registrations back. The rpcbind is
+// the test's own, in a network and mount namespace of its own (loopback
+// only, a private /run), so the host's services are not touched.
+func TestServeShowmount(t *testing.T) {
+	needHost(t)
+	for _, tool := range []string{"unshare", "ip", "rpcbind", "rpcinfo", "showmount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (make deps installs nfs-common, rpcbind and iproute2)", tool)
+		}
+	}
+	dir := t.TempDir()
+	script := `
+set -e
+ip link set lo up
+mount -t tmpfs rdmafs-test-run /run
+rpcbind -f -w & rpcbind=$!
+trap 'kill $rpcbind' EXIT
+for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
+"$RDMAFS" serve -o port=0 "$DIR" >"$DIR.out" 2>"$DIR.err" & serve=$!
+for i in $(seq 100); do rpcinfo -p 127.0.0.1 | grep -q mountd && break; sleep 0.05; done
+echo "== showmount"
+showmount -e 127.0.0.1
+kill $serve; wait $serve || true
+echo "== after"
+rpcinfo -p 127.0.0.1
+`
+	cmd := exec.Command("unshare", "-n", "-m", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "RDMAFS="+rdmafsBin, "DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		log, _ := os.ReadFile(dir + ".err")
+		t.Fatalf("%v: %s\nrdmafs serve: %s", err, out, log)
+	}
+	during, after, _ := strings.Cut(string(out), "== after")
+	if !strings.Contains(during, "Export list for 127.0.0.1:\n/ 127.0.0.1\n") {
+		t.Errorf("showmount -e does not list / for 127.0.0.1:\n%s", out)
+	}
+	if strings.Contains(after, "mountd") || strings.Contains(after, "nfs") {
+		t.Errorf("after serve stopped, rpcbind still has:\n%s", after)
+	}
+}

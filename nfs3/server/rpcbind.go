@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+)
+
+// Registration with the host's rpcbind (portmapper), as mountd and nfsd
+// register: with it, showmount -e and mount.nfs without port options find
+// the server. rdmafs serve needs no portmapper itself (MOUNT and NFS share
+// one port), so a host without one is fine.
+
+const (
+	rpcbindAddr    = "127.0.0.1:111"
+	portmapProgram = 100000
+	portmapVersion = 2
+	pmapSet        = 1
+	pmapUnset      = 2
+	pmapGetport    = 3
+	ipprotoTCP     = 6
+)
+
+// RegisterRPCBind registers MOUNT v3 and NFS v3 over TCP at port with the
+// rpcbind of this host, if one answers, and returns the function that takes
+// the registrations back. A program rpcbind already knows (the mountd and
+// nfsd of a knfsd on this host) is left alone, and never unregistered.
+func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (unregister func()) {
+	unregister = func() {}
+	// Nothing listening: nothing to do, at once (the RPC client would
+	// retry for its whole timeout).
+	probe, err := net.DialTimeout("tcp", rpcbindAddr, time.Second)
+	if err != nil {
+		return unregister
+	}
+	probe.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rpc := portmapClient()
+	defer rpc.Close()
+	var mine [][2]uint32
+	for _, pv := range [][2]uint32{{progMount, versMount}, {progNFS, versNFS}} {
+		if p, err := pmapCall(ctx, rpc, pmapGetport, pv, 0); err != nil {
+			logf("rpcbind: %v", err)
+			return unregister
+		} else if p != 0 {
+			logf("rpcbind: program %d version %d is registered already (port %d): left alone", pv[0], pv[1], p)
+			continue
+		}
+		if ok, err := pmapCall(ctx, rpc, pmapSet, pv, port); err != nil || ok == 0 {
+			logf("rpcbind: registering program %d version %d: refused (%v)", pv[0], pv[1], err)
+			continue
+		}
+		mine = append(mine, pv)
+	}
+	if len(mine) > 0 {
+		logf("rpcbind: registered MOUNT and NFS version 3 over TCP on port %d", port)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rpc := portmapClient()
+		defer rpc.Close()
+		for _, pv := range mine {
+			if _, err := pmapCall(ctx, rpc, pmapUnset, pv, 0); err != nil {
+				logf("rpcbind: unregistering program %d version %d: %v", pv[0], pv[1], err)
+			}
+		}
+	}
+}
+
+// portmapClient calls the local rpcbind from a reserved port, as rpcbind
+// lets only privileged local callers change registrations.
+func portmapClient() *sunrpc.Client {
+	t := sunrpc.NewTCP(sunrpc.TCPConfig{Addr: rpcbindAddr, ReservedPort: true, MaxRecord: 64 << 10})
+	return sunrpc.NewClient(t, sunrpc.Config{Prog: portmapProgram, Vers: portmapVersion,
+		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "rdmafs-serve"}, Timeout: 2 * time.Second, Retrans: 1, Soft: true,
+		Server: "rpcbind", ProcNames: []string{"NULL", "SET", "UNSET", "GETPORT"}})
+}
+
+// pmapCall makes a PMAPPROC_SET, UNSET or GETPORT call with the mapping of
+// prog and version pv over TCP at port, and returns its one-word result.
+func pmapCall(ctx context.Context, rpc *sunrpc.Client, proc uint32, pv [2]uint32, port int) (uint32, error) {
+	call := rpc.NewCall(proc, &sunrpc.Cred{})
+	defer call.Release()
+	e := call.Args()
+	e.Uint32(pv[0])
+	e.Uint32(pv[1])
+	e.Uint32(ipprotoTCP)
+	e.Uint32(uint32(port))
+	call.SetArgs(e)
+	if err := rpc.Do(ctx, call); err != nil {
+		return 0, fmt.Errorf("portmapper procedure %d: %w", proc, err)
+	}
+	d := xdr.NewDecoder(call.Reply.Body)
+	v := d.Uint32()
+	if err := d.Err(); err != nil {
+		return 0, fmt.Errorf("portmapper procedure %d: bad reply: %w", proc, err)
+	}
+	return v, nil
+}
