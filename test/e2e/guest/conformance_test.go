@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -76,37 +77,80 @@ func diffSeed(t *testing.T) uint64 {
 func TestDifferentialKernelClient(t *testing.T) {
 	e := lab(t)
 	ref := mountKernel(t, e, "tcp")
-	reach(t, ref)
-	under := map[string]string{"tcp": mountRdmafs(t, e, "proto=tcp,vers=3")}
+	under := map[string]string{"rdmafs over tcp": mountRdmafs(t, e, "proto=tcp,vers=3")}
 	if e.RdmafsRDMA {
-		under["rdma"] = mountRdmafs(t, e, "proto=rdma,vers=3")
+		under["rdmafs over rdma"] = mountRdmafs(t, e, "proto=rdma,vers=3")
 	}
-	for _, mnt := range under {
+	differential(t, ref, under, knownDifferences)
+}
+
+// TestDifferentialServe runs the same scripts through the kernel client on
+// knfsd and on `rdmafs serve` (over TCP and RDMA), exported as knfsd
+// exports here (no_root_squash, insecure), and compares every result: the
+// server's fidelity, with knfsd as the oracle.
+func TestDifferentialServe(t *testing.T) {
+	e := lab(t)
+	bin := needRDMA(t, e)
+	ref := mountKernel(t, e, "tcp")
+	dir, port := startServe(t, e, bin, "no_root_squash,insecure")
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	under := map[string]string{
+		"rdmafs serve over tcp":  mountKernelOnServe(t, e, port, "tcp"),
+		"rdmafs serve over rdma": mountKernelOnServe(t, e, port, "rdma"),
+	}
+	differential(t, ref, under, knownServeDifferences)
+}
+
+// knownServeDifferences are the intended differences between `rdmafs
+// serve` and knfsd; test/e2e/README.md gives the reason of each.
+var knownServeDifferences = []difftest.Known{}
+
+// differential runs every case on the reference mount ref and on each mount
+// of under, each in a new directory, and compares the results.
+func differential(t *testing.T, ref string, under map[string]string, known []difftest.Known) {
+	for _, mnt := range append([]string{ref}, mapValues(under)...) {
 		reach(t, mnt)
 	}
-	base := shared(t, ref, fmt.Sprintf("diff-%d", time.Now().UnixNano()))
+	base := fmt.Sprintf("diff-%d", time.Now().UnixNano())
+	shared(t, ref, base)
 	seed := diffSeed(t)
 	t.Logf("random scripts from seed %d (replay: RDMAFS_DIFF_SEED=%d)", seed, seed)
 	cases := append(difftest.Cases(), difftest.Random(seed, 300), difftest.Random(seed+1, 300))
 	for i, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			want := runScript(t, c, ref, filepath.Join(base, fmt.Sprintf("%d-kernel", i)))
-			for _, proto := range []string{"tcp", "rdma"} {
-				mnt, ok := under[proto]
-				if !ok {
-					continue
-				}
-				got := runScript(t, c, mnt, filepath.Join(base, fmt.Sprintf("%d-rdmafs-%s", i, proto)))
-				diffs, explained := difftest.Compare(c.Ops, want, got, knownDifferences)
+			want := runScript(t, c, ref, filepath.Join(base, fmt.Sprintf("%d-reference", i)))
+			for j, name := range mapKeys(under) {
+				rel := filepath.Join(base, fmt.Sprintf("%d-under-test-%d", i, j))
+				got := runScript(t, c, under[name], rel)
+				diffs, explained := difftest.Compare(c.Ops, want, got, known)
 				if len(diffs) > 0 {
-					t.Errorf("rdmafs over %s against the kernel client:\n%s", proto, difftest.Report(c.Name, c.Ops, want, got, diffs))
+					t.Errorf("%s against the reference:\n%s", name, difftest.Report(c.Name, c.Ops, want, got, diffs))
 				}
-				for name, n := range explained {
-					t.Logf("rdmafs over %s: %d results differ as known: %s", proto, n, name)
+				for k, n := range explained {
+					t.Logf("%s: %d results differ as known: %s", name, n, k)
 				}
 			}
 		})
 	}
+}
+
+func mapKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func mapValues(m map[string]string) []string {
+	var v []string
+	for _, k := range mapKeys(m) {
+		v = append(v, m[k])
+	}
+	return v
 }
 
 // TestExerciserKnfsd runs the random file exerciser through two mounts of

@@ -36,11 +36,26 @@ func needRDMA(t *testing.T, e labEnv) string {
 func TestKernelClientOnRdmafsServe(t *testing.T) {
 	e := lab(t)
 	bin := needRDMA(t, e)
-	dir := t.TempDir()
-	const rdmaPort = 20050
 	// The workload runs as root: no_root_squash (the default squashes root,
 	// as knfsd's does).
-	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d,no_root_squash", e.Addr, rdmaPort), dir)
+	dir, port := startServe(t, e, bin, "no_root_squash")
+	mnt := mountKernelOnServe(t, e, port, "rdma")
+	workload.Run(t, mnt, workload.DirChecker(dir))
+	served := e
+	served.Export = dir
+	bigFile(t, served, mnt, 64<<20)
+}
+
+// serveRDMAPort is where startServe serves NFS over RDMA.
+const serveRDMAPort = 20050
+
+// startServe runs `rdmafs serve` over TCP and RDMA (the ibverbs provider on
+// the rxe device) on a new directory, with the export options opts, until
+// the test ends; it returns the directory and the TCP port.
+func startServe(t *testing.T, e labEnv, bin, opts string) (dir, port string) {
+	t.Helper()
+	dir = t.TempDir()
+	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d,%s", e.Addr, serveRDMAPort, opts), dir)
 	stdout, _ := srv.StdoutPipe()
 	var stderr strings.Builder
 	srv.Stderr = &stderr
@@ -54,7 +69,6 @@ func TestKernelClientOnRdmafsServe(t *testing.T) {
 			t.Logf("rdmafs serve: %s", stderr.String())
 		}
 	})
-	port := ""
 	sc := bufio.NewScanner(stdout)
 	re := regexp.MustCompile(`as .* on port (\d+) `)
 	sawRDMA := false
@@ -71,17 +85,24 @@ func TestKernelClientOnRdmafsServe(t *testing.T) {
 	if port == "" || !sawRDMA {
 		t.Fatalf("rdmafs serve did not start over RDMA: %s", stderr.String())
 	}
-	mnt := mountPoint(t, "knfs-on-rdmafs")
-	opts := fmt.Sprintf("vers=3,proto=rdma,port=%d,mountport=%s,mountproto=tcp,nolock", rdmaPort, port)
+	return dir, port
+}
+
+// mountKernelOnServe mounts the `rdmafs serve` of startServe with the
+// kernel NFS client over proto (tcp or rdma) until the test ends.
+func mountKernelOnServe(t *testing.T, e labEnv, port, proto string) string {
+	t.Helper()
+	mnt := mountPoint(t, "knfs-on-rdmafs-"+proto)
+	opts := fmt.Sprintf("vers=3,proto=tcp,port=%s,mountport=%s,mountproto=tcp,nolock", port, port)
+	if proto == "rdma" {
+		opts = fmt.Sprintf("vers=3,proto=rdma,port=%d,mountport=%s,mountproto=tcp,nolock", serveRDMAPort, port)
+	}
 	run(t, 2*time.Minute, "mount", "-t", "nfs", "-o", opts, e.Addr+":/", mnt)
 	t.Cleanup(func() { unmount(t, mnt, "umount", mnt) })
-	if x := xprt(t, mnt); !strings.HasPrefix(x, "rdma") {
-		t.Fatalf("kernel mount of rdmafs serve: xprt %q, want rdma", x)
+	if x := xprt(t, mnt); !strings.HasPrefix(x, proto) {
+		t.Fatalf("kernel mount of rdmafs serve: xprt %q, want %s", x, proto)
 	}
-	workload.Run(t, mnt, workload.DirChecker(dir))
-	served := e
-	served.Export = dir
-	bigFile(t, served, mnt, 64<<20)
+	return mnt
 }
 
 // TestRdmafsRDMAKnfsdRestart restarts knfsd while rdmafs (proto=rdma, hard)
