@@ -185,3 +185,23 @@ func TestStatSendsQueuedWrites(t *testing.T) {
 	}
 	h.close(node, fh)
 }
+
+// TestRmdirOfOpenDirectory: an fstat of a directory that was removed while
+// open shows no links, as the kernel client's does.
+func TestRmdirOfOpenDirectory(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	node, en := h.mkdir(rootNode, "d", 0o755)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	if attr, _ := h.getattr(node); attr.Nlink != 2 {
+		t.Fatalf("new directory: nlink %d", attr.Nlink)
+	}
+	hd := h.header(rootNode)
+	if en := errnoOf(h.raw.Rmdir(nil, &hd, "d")); en != 0 {
+		t.Fatal(en)
+	}
+	if attr, en := h.getattr(node); en != 0 || attr.Nlink != 0 {
+		t.Errorf("the removed directory: nlink %d (%v), want 0", attr.Nlink, en)
+	}
+}

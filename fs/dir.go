@@ -283,6 +283,14 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	var wcc nfs3.Wcc
 	err := n.fs.nfs.Rmdir(ctx, n.fs.cred(ctx), &n.obj.fh, name, &wcc)
 	n.fs.setWcc(n.obj, &wcc)
+	if obj := n.childObject(name); obj != nil && err == nil {
+		// It may still be open: its attributes say it has no links, as
+		// the kernel client's do, until they expire; the server knows
+		// its handle no more.
+		obj.mu.Lock()
+		obj.attr.Nlink = 0
+		obj.mu.Unlock()
+	}
 	return errno(err)
 }
 

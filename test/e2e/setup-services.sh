@@ -121,6 +121,22 @@ setup_rxe() {
     log "$LAB_RXE on $LAB_NETDEV is PORT_ACTIVE, $(ibv_devinfo -d "$LAB_RXE" | awk '/active_mtu/{print "active_mtu", $2; exit}')"
 }
 
+# The users the tests act as (test/e2e/difftest: uid 2001 and 2002, who share group
+# 3000). Debian's nfs.conf has rpc.mountd manage gids: knfsd then takes a caller's
+# groups from this system's group database instead of the call's AUTH_SYS list, so the
+# users must be known here with the groups the tests give them.
+add_test_users() {
+    grep -q '^rdmafs-alice:' /etc/passwd || cat >>/etc/passwd <<'EOT'
+rdmafs-alice:x:2001:2001::/nonexistent:/usr/sbin/nologin
+rdmafs-bob:x:2002:2002::/nonexistent:/usr/sbin/nologin
+EOT
+    grep -q '^rdmafs-staff:' /etc/group || cat >>/etc/group <<'EOT'
+rdmafs-alice:x:2001:
+rdmafs-bob:x:2002:
+rdmafs-staff:x:3000:rdmafs-alice,rdmafs-bob
+EOT
+}
+
 start_knfsd() {
     need rpc.nfsd nfs-kernel-server
     need exportfs nfs-kernel-server
@@ -151,6 +167,7 @@ start_knfsd() {
     local i
     for i in $(seq 50); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; [ "$i" = 50 ] && die "rpcbind did not start"; sleep 0.1; done
     exportfs -ra || die "exportfs -ra failed"
+    add_test_users
     rpc.mountd -F & pids+=($!)
     rpc.statd -F --no-notify & pids+=($!)
     started_nfsd=1
