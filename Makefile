@@ -4,6 +4,8 @@
 #   make test        unit, fuzz-seed and host end-to-end tests, with the race detector (root for the host tests)
 #   make bench       TCP benchmark on this machine: rdmafs vs libnfs vs a FUSE loopback (root)
 #   make e2e         end-to-end tests in a qemu guest with SoftRoCE and knfsd (root; test/e2e/README.md)
+#   make e2e-soak    the differential test (40 random scripts) and the exerciser (40000 operations)
+#                    in the guest, longer than CI runs them
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
 #   make bench-verbs the verbs layer: the soft provider here, then ibverbs next to perftest on
 #                    SoftRoCE in the guest
@@ -18,7 +20,7 @@ GO ?= go
 # iproute2 for the showmount test (run in a namespace of its own).
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2
 
-.PHONY: deps demo build test bench bench-verbs e2e bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
+.PHONY: deps demo build test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
 
 deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -43,6 +45,12 @@ bench: build
 
 e2e:
 	test/e2e/lab.sh e2e $(E2E_FLAGS)
+
+# the differential test and the exerciser at length, in one guest boot (not in CI)
+e2e-soak:
+	RDMAFS_DIFF_SCRIPTS=$${RDMAFS_DIFF_SCRIPTS:-40} RDMAFS_EXERCISER_OPS=$${RDMAFS_EXERCISER_OPS:-40000} \
+	LAB_TEST_TIMEOUT=$${LAB_TEST_TIMEOUT:-100m} LAB_TIMEOUT=$${LAB_TIMEOUT:-7200} \
+		test/e2e/lab.sh e2e -test.run 'TestDifferential|TestExerciserKnfsd'
 
 bench-e2e:
 	test/e2e/lab.sh bench $(BENCH_FLAGS)

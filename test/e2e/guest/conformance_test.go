@@ -117,7 +117,14 @@ func differential(t *testing.T, ref string, under map[string]string, known []dif
 	shared(t, ref, base)
 	seed := diffSeed(t)
 	t.Logf("random scripts from seed %d (replay: RDMAFS_DIFF_SEED=%d)", seed, seed)
-	cases := append(difftest.Cases(), difftest.Random(seed, 300), difftest.Random(seed+1, 300))
+	scripts := 2
+	if n, err := strconv.Atoi(os.Getenv("RDMAFS_DIFF_SCRIPTS")); err == nil && n > 0 {
+		scripts = n
+	}
+	cases := difftest.Cases()
+	for i := range scripts {
+		cases = append(cases, difftest.Random(seed+uint64(i), 300))
+	}
 	for i, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			want := runScript(t, c, ref, filepath.Join(base, fmt.Sprintf("%d-reference", i)))
