@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -77,27 +76,24 @@ func (c *credCache) lookup(ctx context.Context, fixedUID, fixedGID *uint32) *sun
 
 // processGroups reads the supplementary groups of process pid.
 func processGroups(pid uint32) ([]uint32, error) {
-	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Bytes()
-		rest, ok := bytes.CutPrefix(line, []byte("Groups:"))
-		if !ok {
-			continue
+	var groups []uint32
+	var bad error
+	err := procStatus(pid, func(name string, value []byte) bool {
+		if name != "Groups" {
+			return true
 		}
-		var groups []uint32
-		for _, field := range bytes.Fields(rest) {
+		for _, field := range bytes.Fields(value) {
 			g, err := strconv.ParseUint(string(field), 10, 32)
 			if err != nil {
-				return nil, fmt.Errorf("groups of process %d: %q", pid, line)
+				bad = fmt.Errorf("groups of process %d: %q", pid, value)
+				return false
 			}
 			groups = append(groups, uint32(g))
 		}
-		return groups, nil
+		return false
+	})
+	if err == nil {
+		err = bad
 	}
-	return nil, sc.Err()
+	return groups, err
 }

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,7 +85,7 @@ type Config struct {
 // FS is one mounted export.
 type FS struct {
 	cfg     Config
-	opts    Options
+	opts    *Options // cfg's, with the defaults filled in
 	nfs     *nfs3.Client
 	root    *node
 	start   time.Time
@@ -97,17 +96,13 @@ type FS struct {
 
 	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
 
-	writeSlots chan struct{}
-
-	dirtyMu   sync.Mutex
-	dirtyCond *sync.Cond
-	held      int64              // bytes held by write-behind, all files
-	dirty     map[*writeback]int // files holding data, for Shutdown
+	writeSlots chan struct{} // WRITEs of write-behind in flight
+	dirty      *dirtyLimit
 }
 
 // New returns the file system of the export whose root is cfg.Root.
 func New(cfg Config) *FS {
-	o := cfg.Options
+	o := &cfg.Options
 	if o.DirtyLimit <= 0 {
 		o.DirtyLimit = 256 << 20
 	}
@@ -122,16 +117,15 @@ func New(cfg Config) *FS {
 	}
 	f := &FS{
 		cfg:        cfg,
-		opts:       o,
 		nfs:        cfg.Client,
 		start:      time.Now(),
 		writeSlots: make(chan struct{}, o.WritesInFlight),
-		dirty:      make(map[*writeback]int),
+		dirty:      newDirtyLimit(o.DirtyLimit),
 	}
+	f.opts = &f.cfg.Options
 	if cfg.Mountpoint != "" {
 		f.mountpoint, _ = filepath.Abs(cfg.Mountpoint)
 	}
-	f.dirtyCond = sync.NewCond(&f.dirtyMu)
 	f.creds.init()
 	f.root = f.newNode(cfg.Root, &cfg.RootAttr)
 	return f
@@ -183,14 +177,8 @@ func (f *FS) MountOptions() *gofs.Options {
 // Shutdown writes and commits the data of every file, as before an
 // unmount. It returns the first error.
 func (f *FS) Shutdown(ctx context.Context) error {
-	f.dirtyMu.Lock()
-	files := make([]*writeback, 0, len(f.dirty))
-	for wb := range f.dirty {
-		files = append(files, wb)
-	}
-	f.dirtyMu.Unlock()
 	var first error
-	for _, wb := range files {
+	for wb := range f.dirty.holdings() {
 		if err := wb.sync(ctx); err != nil && first == nil {
 			first = err
 		}

@@ -1,10 +1,7 @@
 package fs
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"os"
 	"strconv"
 	"time"
 
@@ -56,23 +53,14 @@ func killable(ctx context.Context) (context.Context, context.CancelFunc) {
 // fatalSignalPending reports whether process pid is being killed (or is
 // gone).
 func fatalSignalPending(pid uint32) bool {
-	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
-	if err != nil {
-		return true
-	}
-	defer f.Close()
 	const sigkill = 1 << (9 - 1)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Bytes()
-		for _, key := range [][]byte{[]byte("SigPnd:"), []byte("ShdPnd:")} {
-			if rest, ok := bytes.CutPrefix(line, key); ok {
-				mask, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 16, 64)
-				if err == nil && mask&sigkill != 0 {
-					return true
-				}
-			}
+	killed := false
+	err := procStatus(pid, func(name string, value []byte) bool {
+		if name == "SigPnd" || name == "ShdPnd" {
+			mask, err := strconv.ParseUint(string(value), 16, 64)
+			killed = err == nil && mask&sigkill != 0
 		}
-	}
-	return false
+		return !killed
+	})
+	return err != nil || killed
 }

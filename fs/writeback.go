@@ -180,8 +180,8 @@ func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, da
 	wb.held += added
 	wb.pump()
 	wb.mu.Unlock()
-	wb.f.hold(wb, added)
-	return wb.f.waitForRoom(ctx)
+	wb.f.dirty.hold(wb, added)
+	return wb.f.dirty.waitForRoom(ctx)
 }
 
 // queue marks e ready to send. The caller holds wb.mu.
@@ -278,7 +278,7 @@ func (wb *writeback) maybeCommit() {
 	wb.mu.Lock()
 	unstable := wb.unstable
 	wb.mu.Unlock()
-	if unstable > 0 && (unstable > wb.f.commitThreshold() || wb.f.overLimit()) {
+	if unstable > 0 && (unstable > wb.f.dirty.commitThreshold() || wb.f.dirty.over()) {
 		wb.commitInBackground()
 	}
 }
@@ -297,7 +297,7 @@ func (wb *writeback) remove(e *extent) {
 	wb.held -= int64(e.n)
 	e.mem.Release()
 	e.mem = nil
-	wb.f.hold(wb, -int64(e.n))
+	wb.f.dirty.hold(wb, -int64(e.n))
 }
 
 // waitSent queues every extent that overlaps [off, end) and waits until
@@ -427,69 +427,6 @@ func (wb *writeback) commitInBackground() {
 		// COMMIT was out, may need the next one.
 		wb.maybeCommit()
 	}()
-}
-
-// hold accounts n more (or, negative, fewer) bytes held for wb.
-func (f *FS) hold(wb *writeback, n int64) {
-	if n == 0 {
-		return
-	}
-	f.dirtyMu.Lock()
-	defer f.dirtyMu.Unlock()
-	f.held += n
-	f.dirty[wb] += int(n)
-	if f.dirty[wb] == 0 {
-		delete(f.dirty, wb)
-	}
-	if n < 0 {
-		f.dirtyCond.Broadcast()
-	}
-}
-
-// commitThreshold is how much unstable data one file holds before a
-// background COMMIT frees it.
-func (f *FS) commitThreshold() int64 { return min(f.opts.DirtyLimit/4, 64<<20) }
-
-// overLimit reports whether write-behind holds more than the dirty limit.
-func (f *FS) overLimit() bool {
-	f.dirtyMu.Lock()
-	defer f.dirtyMu.Unlock()
-	return f.held > f.opts.DirtyLimit
-}
-
-// waitForRoom makes a writer wait while write-behind holds more than the
-// dirty limit, committing what every file holds so that it shrinks. Every
-// WRITE that completes meanwhile starts a COMMIT too (maybeCommit), so the
-// wait ends once the server has the data.
-func (f *FS) waitForRoom(ctx context.Context) error {
-	f.dirtyMu.Lock()
-	if f.held <= f.opts.DirtyLimit {
-		f.dirtyMu.Unlock()
-		return nil
-	}
-	files := make([]*writeback, 0, len(f.dirty))
-	for wb := range f.dirty {
-		files = append(files, wb)
-	}
-	f.dirtyMu.Unlock()
-	for _, wb := range files {
-		wb.commitInBackground()
-	}
-	stop := context.AfterFunc(ctx, func() {
-		f.dirtyMu.Lock()
-		f.dirtyCond.Broadcast()
-		f.dirtyMu.Unlock()
-	})
-	defer stop()
-	f.dirtyMu.Lock()
-	defer f.dirtyMu.Unlock()
-	for f.held > f.opts.DirtyLimit {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		f.dirtyCond.Wait()
-	}
-	return nil
 }
 
 // writeDone records the attributes a WRITE returned. When the file was

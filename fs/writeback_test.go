@@ -82,9 +82,9 @@ func TestWriteBehindExtents(t *testing.T) {
 
 // writebackBytes is what write-behind holds for all files.
 func (f *FS) writebackBytes() int64 {
-	f.dirtyMu.Lock()
-	defer f.dirtyMu.Unlock()
-	return f.held
+	f.dirty.mu.Lock()
+	defer f.dirty.mu.Unlock()
+	return f.dirty.held
 }
 
 // TestReadOfHoleBelowQueuedWrite: the case, through the handlers.

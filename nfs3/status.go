@@ -1,8 +1,12 @@
 package nfs3
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // Status is nfsstat3. Every status other than OK is an error.
@@ -92,6 +96,34 @@ func (s Status) Error() string {
 func (s Status) Errno() syscall.Errno {
 	if info, ok := statusInfo[s]; ok {
 		return info.errno
+	}
+	return syscall.EIO
+}
+
+// Errno returns the errno a program should see for the error of a call:
+// the NFS status's; EOPNOTSUPP for a procedure the server does not offer;
+// EACCES for credentials it refused; EINTR for a call its caller's death
+// ended; and EIO for everything else (a soft mount's timeout, a server that
+// cannot be reached or replies nonsense), as the kernel client reports
+// them.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var st Status
+	if errors.As(err, &st) {
+		return st.Errno()
+	}
+	var ae *sunrpc.AcceptError
+	if errors.As(err, &ae) && ae.Stat == sunrpc.ProcUnavail {
+		return syscall.EOPNOTSUPP
+	}
+	var de *sunrpc.DeniedError
+	if errors.As(err, &de) && de.AuthError {
+		return syscall.EACCES
+	}
+	if errors.Is(err, context.Canceled) {
+		return syscall.EINTR
 	}
 	return syscall.EIO
 }
