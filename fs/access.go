@@ -154,14 +154,3 @@ func openMask(flags uint32) uint32 {
 	}
 	return m
 }
-
-// Access implements gofs.NodeAccesser (access(2) and the checks the
-// kernel asks for).
-func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
-	ctx, release := killable(ctx)
-	defer release()
-	if mask&mayWrite != 0 && n.fs.opts.ReadOnly {
-		return syscall.EROFS
-	}
-	return n.fs.checkAccess(ctx, n.obj, mask&(mayRead|mayWrite|mayExec))
-}

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,32 +52,6 @@ var (
 	_ = (gofs.FileFsyncer)((*fileHandle)(nil))
 	_ = (gofs.FileReleaser)((*fileHandle)(nil))
 )
-
-// Open implements gofs.NodeOpener. It checks the caller's access with the
-// server and, for close-to-open consistency, fetches fresh attributes: if
-// the file changed since the kernel cached its data, the cache is dropped.
-func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	ctx, release := killable(ctx)
-	defer release()
-	f := n.fs
-	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
-	if writing && f.opts.ReadOnly {
-		return nil, 0, syscall.EROFS
-	}
-	if en := f.checkAccess(ctx, n.obj, openMask(flags)); en != 0 {
-		return nil, 0, en
-	}
-	before := n.obj.cachedAttr()
-	a, err := f.getattr(ctx, n.obj, !f.opts.NoCTO)
-	if err != nil {
-		return nil, 0, errno(err)
-	}
-	h, fuseFlags := f.open(ctx, n.obj, flags, &a)
-	if fuseFlags&fuse.FOPEN_KEEP_CACHE == 0 || attrChanged(&before, &a) {
-		n.refreshKernelAttr(&a)
-	}
-	return h, fuseFlags, 0
-}
 
 // open makes the handle of an open of obj, whose current attributes are a.
 func (f *FS) open(ctx context.Context, obj *object, flags uint32, a *nfs3.Fattr) (*fileHandle, uint32) {
@@ -288,103 +261,4 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.inUse() // no longer counted as closing: it is gone
 	h.fs.closeObject(ctx, h.obj)
 	return 0
-}
-
-// Setattr implements gofs.NodeSetattrer: chmod, chown, truncate, utimes.
-func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	ctx, release := killable(ctx)
-	defer release()
-	f := n.fs
-	if f.opts.ReadOnly {
-		return syscall.EROFS
-	}
-	var sa nfs3.Sattr
-	if m, ok := in.GetMode(); ok {
-		sa.SetMode, sa.Mode = true, m&07777
-	}
-	if uid, ok := in.GetUID(); ok {
-		sa.SetUID, sa.UID = true, uid
-	}
-	if gid, ok := in.GetGID(); ok {
-		sa.SetGID, sa.GID = true, gid
-	}
-	if size, ok := in.GetSize(); ok {
-		if n.obj.typ == nfs3.TypeDir {
-			return syscall.EISDIR
-		}
-		sa.SetSize, sa.Size = true, size
-		if _, open := fh.(*fileHandle); !open {
-			// truncate(2), or open(2) with O_TRUNC, which FUSE turns
-			// into this without the file handle: the caller needs write
-			// permission, and the server lets a file's owner truncate
-			// it whatever its mode (knfsd's owner override), so the
-			// check is the client's, as the kernel client's is.
-			// ftruncate(2) comes with the handle of a descriptor the
-			// kernel has checked is open for writing.
-			if en := f.checkAccess(ctx, n.obj, mayWrite); en != 0 {
-				return en
-			}
-		}
-	}
-	sa.Atime, sa.AtimeVal = setTime(in.Valid, fuse.FATTR_ATIME, fuse.FATTR_ATIME_NOW, in.Atime, in.Atimensec)
-	sa.Mtime, sa.MtimeVal = setTime(in.Valid, fuse.FATTR_MTIME, fuse.FATTR_MTIME_NOW, in.Mtime, in.Mtimensec)
-
-	// Data still on its way would undo a truncate or a new mtime when it
-	// lands: make it durable first, as the kernel client does.
-	if wb := n.obj.writeback(); wb != nil {
-		if err := wb.sync(ctx); err != nil {
-			return errno(err)
-		}
-	}
-	cred := f.cred(ctx)
-	if h, ok := fh.(*fileHandle); ok && sa.SetSize {
-		cred = h.cred // ftruncate on an open file, as the opener
-	}
-	var wcc nfs3.Wcc
-	if err := f.nfs.Setattr(ctx, cred, &n.obj.fh, &sa, nil, &wcc); err != nil {
-		return errno(err)
-	}
-	f.setWcc(n.obj, &wcc)
-	a, err := f.getattr(ctx, n.obj, false)
-	if err != nil {
-		return errno(err)
-	}
-	f.fillAttr(n.obj, &a, &out.Attr)
-	out.SetTimeout(f.attrTimeout(n.obj))
-	return 0
-}
-
-// setTime converts a FUSE time change into an NFS one.
-func setTime(valid, set, now uint32, sec uint64, nsec uint32) (nfs3.SetTime, nfs3.Time) {
-	switch {
-	case valid&now != 0:
-		return nfs3.ServerTime, nfs3.Time{}
-	case valid&set != 0:
-		return nfs3.ClientTime, clampTime(int64(sec), nsec)
-	}
-	return nfs3.DontChange, nfs3.Time{}
-}
-
-// clampTime converts a time to NFSv3's unsigned 32-bit seconds. A time
-// outside that range becomes the nearest one it has, with no fraction, as
-// the Linux NFSv3 client's superblock limits make it: never wrapped round.
-func clampTime(sec int64, nsec uint32) nfs3.Time {
-	switch {
-	case sec < 0:
-		return nfs3.Time{}
-	case sec >= math.MaxUint32:
-		return nfs3.Time{Sec: math.MaxUint32}
-	}
-	return nfs3.Time{Sec: uint32(sec), Nsec: nsec}
-}
-
-// Readlink implements gofs.NodeReadlinker.
-func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	ctx, release := killable(ctx)
-	defer release()
-	target, err := n.fs.nfs.Readlink(ctx, n.fs.cred(ctx), &n.obj.fh)
-	if err != nil {
-		return nil, errno(err)
-	}
-	return []byte(target), 0
 }

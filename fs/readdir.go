@@ -48,21 +48,10 @@ type dirHandle struct {
 }
 
 var (
-	_ = (gofs.NodeOpendirHandler)((*node)(nil))
 	_ = (gofs.FileReaddirenter)((*dirHandle)(nil))
 	_ = (gofs.FileLookuper)((*dirHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*dirHandle)(nil))
 )
-
-// OpendirHandle implements gofs.NodeOpendirHandler.
-func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	ctx, release := killable(ctx)
-	defer release()
-	if en := n.fs.checkAccess(ctx, n.obj, mayRead); en != 0 {
-		return nil, 0, en
-	}
-	return &dirHandle{n: n, cred: n.fs.cred(ctx), plus: !n.fs.opts.NoReaddirPlus}, 0, 0
-}
 
 // Readdirent implements gofs.FileReaddirenter.
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {

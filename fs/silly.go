@@ -1,0 +1,111 @@
+package fs
+
+// Silly rename. NFS has no open-but-unlinked files: a file unlinked (or
+// renamed over) while open is renamed to a hidden name instead, and the
+// hidden name is removed at its last close, as the kernel client does.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+)
+
+// silly is the hidden name of a file unlinked while open.
+type silly struct {
+	dir  *object
+	name string
+}
+
+// hideIfOpen renames name in dir to a hidden name if obj is open, and
+// reports whether it did.
+func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *object) (bool, error) {
+	f.awaitRelease(ctx, obj)
+	obj.mu.Lock()
+	open := obj.opens > 0 && obj.silly == nil
+	obj.mu.Unlock()
+	if !open {
+		return false, nil
+	}
+	hidden := fmt.Sprintf(".nfs%016x%08x", obj.fileID, f.sillyCount.Add(1))
+	var fromWcc, toWcc nfs3.Wcc
+	if err := f.nfs.Rename(ctx, f.cred(ctx), &dir.fh, name, &dir.fh, hidden, &fromWcc, &toWcc); err != nil {
+		return false, err
+	}
+	f.setWcc(dir, &toWcc)
+	obj.mu.Lock()
+	closed := obj.opens == 0
+	if !closed {
+		obj.silly = &silly{dir: dir, name: hidden}
+	}
+	obj.mu.Unlock()
+	if closed {
+		// The last close came during the RENAME (FUSE sends RELEASE
+		// after close(2) has returned, so an unlink right after a
+		// close often finds the file still open): closeObject saw no
+		// hidden name, so the hidden file is removed here.
+		f.removeHidden(ctx, &silly{dir: dir, name: hidden})
+	}
+	return true, nil
+}
+
+// releaseWait is how long an unlink waits for the RELEASE of a file whose
+// every handle its program has closed.
+const releaseWait = 500 * time.Millisecond
+
+// awaitRelease waits a little for obj's handles to be released when the
+// programs closed them all already. FUSE sends RELEASE after close(2) has
+// returned; without the wait, an unlink right after a close would find the
+// file open and rename it to a hidden name, which keeps the file's link
+// count up until the release comes (the kernel client, whose close is
+// synchronous, removes it at once). A handle still in use, or shared by
+// another descriptor (dup, fork), is not waited for beyond releaseWait.
+func (f *FS) awaitRelease(ctx context.Context, obj *object) {
+	obj.mu.Lock()
+	if obj.opens == 0 || obj.closed < obj.opens || obj.silly != nil {
+		obj.mu.Unlock()
+		return
+	}
+	if obj.lastClose == nil {
+		obj.lastClose = make(chan struct{})
+	}
+	released := obj.lastClose
+	obj.mu.Unlock()
+	timer := time.NewTimer(releaseWait)
+	defer timer.Stop()
+	select {
+	case <-released:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// closeObject counts a close of obj and removes its hidden name after the
+// last.
+func (f *FS) closeObject(ctx context.Context, obj *object) {
+	obj.mu.Lock()
+	obj.opens--
+	var s *silly
+	if obj.opens == 0 {
+		s, obj.silly = obj.silly, nil
+		if obj.lastClose != nil {
+			close(obj.lastClose)
+			obj.lastClose = nil
+		}
+	}
+	obj.mu.Unlock()
+	if s != nil {
+		f.removeHidden(ctx, s)
+	}
+}
+
+// removeHidden removes the hidden name of an unlinked file that is no
+// longer open. It runs to completion even if the caller is interrupted.
+func (f *FS) removeHidden(ctx context.Context, s *silly) {
+	var wcc nfs3.Wcc
+	if err := f.nfs.Remove(context.Background(), f.cred(ctx), &s.dir.fh, s.name, &wcc); err != nil {
+		f.logf("removing %s of an unlinked file: %v", s.name, err)
+	}
+	f.setWcc(s.dir, &wcc)
+}
