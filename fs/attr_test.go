@@ -205,3 +205,42 @@ func TestRmdirOfOpenDirectory(t *testing.T) {
 		t.Errorf("the removed directory: nlink %d (%v), want 0", attr.Nlink, en)
 	}
 }
+
+// TestFailedCallsRefreshTheDirectory: a call that fails still says what
+// its directory is like afterwards (LINK's, CREATE's weak cache
+// consistency data, LOOKUP's directory attributes), and the directory's
+// cached attributes take it, as the kernel client's do.
+func TestFailedCallsRefreshTheDirectory(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	d, en := h.mkdir(rootNode, "d", 0o777)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	f, fh := h.mustCreate(d, "f", 0o644)
+	h.close(f, fh)
+	for _, fail := range []struct {
+		name string
+		call func() syscall.Errno
+	}{
+		{"LINK over an existing name", func() syscall.Errno { return h.link(f, d, "f") }},
+		{"CREATE of an existing name, exclusive", func() syscall.Errno {
+			_, _, en := h.create(d, "f", syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL, 0o644)
+			return en
+		}},
+		{"LOOKUP of a missing name", func() syscall.Errno { _, _, en := h.lookup(d, "missing"); return en }},
+	} {
+		before, _ := h.getattr(d)
+		time.Sleep(20 * time.Millisecond)
+		// Behind the client's back: the directory changes on the server.
+		if err := os.WriteFile(h.dir+"/d/other-"+fail.name[:4], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if en := fail.call(); en == 0 {
+			t.Fatalf("%s succeeded", fail.name)
+		}
+		after, _ := h.getattr(d)
+		if after.Mtime == before.Mtime && after.Mtimensec == before.Mtimensec {
+			t.Errorf("after a failed %s, the directory shows its old mtime", fail.name)
+		}
+	}
+}

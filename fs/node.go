@@ -156,10 +156,11 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		cred = h.cred // ftruncate on an open file, as the opener
 	}
 	var wcc nfs3.Wcc
-	if err := f.nfs.Setattr(ctx, cred, &n.obj.fh, &sa, nil, &wcc); err != nil {
+	err := f.nfs.Setattr(ctx, cred, &n.obj.fh, &sa, nil, &wcc)
+	f.setWcc(n.obj, &wcc)
+	if err != nil {
 		return errno(err)
 	}
-	f.setWcc(n.obj, &wcc)
 	a, err := f.getattr(ctx, n.obj, false)
 	if err != nil {
 		return errno(err)
@@ -259,11 +260,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	f := n.fs
 	var res nfs3.LookupResult
 	err := f.nfs.Lookup(ctx, f.cred(ctx), &n.obj.fh, name, &res)
-	if err != nil {
-		return nil, errno(err)
-	}
 	if res.HasDirAttr {
 		f.setAttr(n.obj, &res.DirAttr)
+	}
+	if err != nil {
+		return nil, errno(err)
 	}
 	return n.found(ctx, res.FH, &res.Attr, res.HasAttr, out)
 }
@@ -295,6 +296,13 @@ func (n *node) created(ctx context.Context, name string, res *nfs3.CreateResult,
 		res.FH, res.Attr, res.HasAttr = lr.FH, lr.Attr, lr.HasAttr
 	}
 	return n.found(ctx, res.FH, &res.Attr, res.HasAttr, out)
+}
+
+// failedCreate records what a failed CREATE, MKDIR, SYMLINK or MKNOD says
+// of directory n afterwards, and returns its errno.
+func (n *node) failedCreate(res *nfs3.CreateResult, err error) syscall.Errno {
+	n.fs.setWcc(n.obj, &res.DirWcc)
+	return errno(err)
 }
 
 // mayChange refuses changes to a read-only mount and names the server
@@ -345,14 +353,14 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 			return n.opened(ctx, ino, flags, out)
 		}
 		if !errors.Is(err, nfs3.ErrNotSupp) {
-			return nil, nil, 0, errno(err)
+			return nil, nil, 0, n.failedCreate(&res, err)
 		}
 		err = f.nfs.Create(ctx, cred, &n.obj.fh, name, nfs3.Guarded, &sa, nfs3.Verf{}, &res)
 	} else {
 		err = f.nfs.Create(ctx, cred, &n.obj.fh, name, nfs3.Unchecked, &sa, nfs3.Verf{}, &res)
 	}
 	if err != nil {
-		return nil, nil, 0, errno(err)
+		return nil, nil, 0, n.failedCreate(&res, err)
 	}
 	ino, en := n.created(ctx, name, &res, out)
 	if en != 0 {
@@ -383,7 +391,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	var res nfs3.CreateResult
 	sa := nfs3.Sattr{SetMode: true, Mode: mode & 07777}
 	if err := n.fs.nfs.Mkdir(ctx, n.fs.cred(ctx), &n.obj.fh, name, &sa, &res); err != nil {
-		return nil, errno(err)
+		return nil, n.failedCreate(&res, err)
 	}
 	return n.created(ctx, name, &res, out)
 }
@@ -419,7 +427,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 		return nil, syscall.EINVAL
 	}
 	if err != nil {
-		return nil, errno(err)
+		return nil, n.failedCreate(&res, err)
 	}
 	return n.created(ctx, name, &res, out)
 }
@@ -436,7 +444,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	}
 	var res nfs3.CreateResult
 	if err := n.fs.nfs.Symlink(ctx, n.fs.cred(ctx), &n.obj.fh, name, target, &nfs3.Sattr{}, &res); err != nil {
-		return nil, errno(err)
+		return nil, n.failedCreate(&res, err)
 	}
 	return n.created(ctx, name, &res, out)
 }
@@ -456,10 +464,13 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	var attr nfs3.Fattr
 	var wcc nfs3.Wcc
 	hasAttr, err := f.nfs.Link(ctx, f.cred(ctx), &t.obj.fh, &n.obj.fh, name, &attr, &wcc)
+	f.setWcc(n.obj, &wcc)
 	if err != nil {
+		if hasAttr {
+			f.setAttr(t.obj, &attr)
+		}
 		return nil, errno(err)
 	}
-	f.setWcc(n.obj, &wcc)
 	return n.found(ctx, t.obj.fh, &attr, hasAttr, out)
 }
 

@@ -2,6 +2,7 @@ package nfs3
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -62,6 +63,15 @@ func (c *Client) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder) (
 	}
 }
 
+// answered reports whether err is the server's status, whose failure
+// results the decoder of finish then holds: a failed call that changes a
+// directory still says what the directory is like afterwards, which the
+// caller must not ignore (the kernel client does not).
+func answered(err error) bool {
+	var st Status
+	return errors.As(err, &st)
+}
+
 // check returns the decoder's error as a malformed-reply error of proc.
 func check(proc int, d *xdr.Decoder) error {
 	if err := d.Err(); err != nil {
@@ -104,6 +114,9 @@ func (c *Client) Setattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *S
 	}
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
+		if answered(err) {
+			getWcc(&d, wcc)
+		}
 		return err
 	}
 	getWcc(&d, wcc)
@@ -126,6 +139,9 @@ func (c *Client) Lookup(ctx context.Context, cred *sunrpc.Cred, dir *FH, name st
 	putDirOp(&e, dir, name)
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
+		if answered(err) {
+			res.HasDirAttr = getPostOpAttr(&d, &res.DirAttr)
+		}
 		return err
 	}
 	getFH(&d, &res.FH)

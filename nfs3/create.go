@@ -21,6 +21,9 @@ type CreateResult struct {
 func (c *Client) finishCreate(ctx context.Context, call *sunrpc.Call, e xdr.Encoder, res *CreateResult) error {
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
+		if answered(err) {
+			getWcc(&d, &res.DirWcc)
+		}
 		return err
 	}
 	res.HasFH = getPostOpFH(&d, &res.FH)
@@ -100,6 +103,9 @@ func (c *Client) dirOp(ctx context.Context, proc uint32, cred *sunrpc.Cred, dir 
 	putDirOp(&e, dir, name)
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
+		if answered(err) {
+			getWcc(&d, wcc)
+		}
 		return err
 	}
 	getWcc(&d, wcc)
@@ -115,6 +121,10 @@ func (c *Client) Rename(ctx context.Context, cred *sunrpc.Cred, fromDir *FH, fro
 	putDirOp(&e, toDir, toName)
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
+		if answered(err) {
+			getWcc(&d, fromWcc)
+			getWcc(&d, toWcc)
+		}
 		return err
 	}
 	getWcc(&d, fromWcc)
@@ -130,7 +140,11 @@ func (c *Client) Link(ctx context.Context, cred *sunrpc.Cred, fh *FH, dir *FH, n
 	putDirOp(&e, dir, name)
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
-		return false, err
+		if answered(err) {
+			hasAttr = getPostOpAttr(&d, attr)
+			getWcc(&d, dirWcc)
+		}
+		return hasAttr, err
 	}
 	hasAttr = getPostOpAttr(&d, attr)
 	getWcc(&d, dirWcc)
