@@ -4,7 +4,7 @@
 //
 //	rdmafs [-f] [-d] [-o OPTIONS] SERVER:/EXPORT MOUNTPOINT
 //	rdmafs serve [-o OPTIONS] DIR
-//	rdmafs stats MOUNTPOINT
+//	rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]
 package main
 
 import (
@@ -66,8 +66,14 @@ const usageText = `usage:
         max_connections=N      TCP connections at once (default 256)
         idle_timeout=SECONDS   close idle connections (default 360; 0 never)
 
-  rdmafs stats MOUNTPOINT
-      Print the mount's statistics in the format of /proc/self/mountstats.
+  rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]
+      Print the statistics of the rdmafs mount at each MOUNTPOINT (all rdmafs
+      mounts if none) as its block of /proc/self/mountstats, which nfs-utils'
+      mountstats reads: rdmafs stats >FILE; mountstats -f FILE.
+        -json  one JSON object per mount and line, every counter by name
+        -i     every SECONDS, COUNT times (default: until killed): the rates
+               of the last interval as nfsiostat shows them (the first report
+               since the mount); with -json, the counters
 
 Exit status: 0 success, 2 bad usage or options, 32 the mount failed,
 1 any other failure.
