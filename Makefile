@@ -16,8 +16,9 @@ GO ?= go
 
 # Debian packages the build and the host tests need: fuse3 for the mounts,
 # the RDMA headers for cgo, fio and libnfs-utils for the benchmark and the
-# libnfs test of rdmafs serve, nfs-common (showmount, with rpcbind) and
-# iproute2 for the showmount test (run in a namespace of its own).
+# libnfs test of rdmafs serve, nfs-common (showmount, with rpcbind; and
+# mountstats, which the stats tests read rdmafs stats with) and iproute2 for
+# the showmount test (run in a namespace of its own).
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2
 
 .PHONY: deps demo build test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
