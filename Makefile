@@ -1,4 +1,7 @@
 # rdmafs
+#   make install     bin/rdmafs into $(PREFIX)/sbin, rdmafs(8) into $(PREFIX)/share/man/man8
+#                    (PREFIX=/usr/local, DESTDIR for staging); make uninstall removes them
+#   make man         docs/rdmafs.8 from the option table (make test checks it is up to date)
 #   make demo        set up, build, and show rdmafs at work on this machine (root)
 #   make build       bin/rdmafs
 #   make test        unit, fuzz-seed and host end-to-end tests, with the race detector (root for the host tests)
@@ -21,7 +24,7 @@ GO ?= go
 # the showmount test (run in a namespace of its own).
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2
 
-.PHONY: deps demo build test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
+.PHONY: deps demo build install uninstall man test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
 
 deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -32,6 +35,28 @@ deps:
 
 build: deps
 	$(GO) build -o bin/rdmafs ./cmd/rdmafs
+
+# Where make install puts rdmafs. mount(8) runs mount.fuse3, and so rdmafs,
+# with the fixed PATH below whatever the caller's (util-linux, Debian 12), so
+# mount -t fuse.rdmafs and fstab find rdmafs only in one of its directories.
+PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+MANDIR ?= $(PREFIX)/share/man
+HELPER_PATH = /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+install: build
+	@case ":$(HELPER_PATH):" in *":$(SBINDIR):"*) ;; \
+	*) echo "warning: $(SBINDIR) is not in mount(8)'s helper PATH ($(HELPER_PATH)):" \
+		"mount -t fuse.rdmafs and fstab will not find rdmafs there" >&2 ;; esac
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8
+	install -m 755 bin/rdmafs $(DESTDIR)$(SBINDIR)/rdmafs
+	install -m 644 docs/rdmafs.8 $(DESTDIR)$(MANDIR)/man8/rdmafs.8
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/rdmafs $(DESTDIR)$(MANDIR)/man8/rdmafs.8
+
+man:
+	$(GO) test ./cmd/rdmafs -run '^TestManPage$$' -update-man
 
 demo: build
 	./demo.sh bin/rdmafs
