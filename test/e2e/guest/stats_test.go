@@ -91,6 +91,13 @@ func TestRdmafsStatsLikeKernel(t *testing.T) {
 		t.Logf("kernel:\n%s\nrdmafs:\n%s", strings.Join(kernel, "\n"), strings.Join(ours, "\n"))
 	}
 
+	// nfs-common's mountstats is a Python script; the qemu guest's initramfs
+	// leaves Python out (lab.sh TRIM_PATHS), the container has it. The host
+	// test TestStatsMountstats runs it on rdmafs stats in every make test.
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Logf("no python3 here: mountstats not run on the two blocks")
+		return
+	}
 	both := filepath.Join(t.TempDir(), "mountstats")
 	os.WriteFile(both, []byte(strings.Join(kernel, "\n")+"\n"+strings.Join(ours, "\n")+"\n"), 0o644)
 	out, err := exec.Command("mountstats", "-f", both).CombinedOutput()
