@@ -77,9 +77,32 @@ load_modules() {
     for m in "${need[@]}"; do
         [ -d "/sys/module/$m" ] || die "kernel module $m is not loaded and cannot be loaded here (in a container: -v /lib/modules:/lib/modules:ro, or modprobe $m on the host)"
     done
+    make_dev_nodes
     [ -c /dev/fuse ] || die "/dev/fuse missing"
     [ -e /dev/infiniband/rdma_cm ] || die "/dev/infiniband/rdma_cm missing (rdma_ucm; in a container: --privileged)"
     log "kernel modules loaded"
+}
+
+# A container's /dev is a copy made when it started: the nodes of devices that appeared
+# since (/dev/fuse and /dev/infiniband/rdma_cm of the modules loaded above, the uverbs
+# node of the rxe device made below) are missing there, while the host's udev or
+# devtmpfs has them. Make the missing ones from sysfs, as udev would (a privileged
+# container may); in the guest and on a host nothing is missing.
+make_dev_nodes() {
+    local d node major minor
+    for d in /sys/class/misc/fuse /sys/class/misc/rdma_cm /sys/class/infiniband_verbs/uverbs*; do
+        [ -r "$d/dev" ] || continue
+        case "$d" in
+            */fuse) node=/dev/fuse ;;
+            */rdma_cm) node=/dev/infiniband/rdma_cm ;;
+            *) node=/dev/infiniband/${d##*/} ;;
+        esac
+        [ -e "$node" ] && continue
+        IFS=: read -r major minor <"$d/dev"
+        mkdir -p "${node%/*}"
+        mknod -m 666 "$node" c "$major" "$minor" || die "mknod $node c $major $minor failed (a container needs --privileged)"
+        log "made $node (c $major:$minor), which this container's /dev lacked"
+    done
 }
 
 setup_netdev() {
@@ -114,6 +137,7 @@ setup_rxe() {
     fi
     local i
     for i in $(seq 50); do
+        make_dev_nodes # libibverbs sees the device only through its uverbs node
         ibv_devinfo -d "$LAB_RXE" 2>/dev/null | grep -q 'state:.*PORT_ACTIVE' && break
         [ "$i" = 50 ] && die "$LAB_RXE port not ACTIVE after 10 s: $(ibv_devinfo -d "$LAB_RXE" 2>&1 | tr -s ' \n' ' ')"
         sleep 0.2
