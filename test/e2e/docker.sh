@@ -59,7 +59,7 @@ changes=()
 for kv in $(cat "$IMAGES/go.env"); do changes+=(--change "ENV $kv"); done
 step "docker import the base image (debootstrap + packages.txt) as $TAG-base:local" \
     docker import "$IMAGES/base.tar" "$TAG-base:local"
-step "docker import the Go image (base + build dependencies + Go) as $TAG-go:local" \
+step "docker import the Go image (minbase + build dependencies + Go + caches) as $TAG-go:local" \
     docker import "${changes[@]}" "$IMAGES/go.tar" "$TAG-go:local"
 
 # ---- the image, as the Dockerfile says; --network host: the build has no bridge here

@@ -61,7 +61,7 @@ need ibv_devinfo ibverbs-utils
 need rpcinfo rpcbind
 
 # what this script created or started, for teardown
-created_rxe=0 created_dummy=0 mounted_nfsd=0 mounted_export=0 started_nfsd=0 pids=()
+created_rxe=0 created_dummy=0 mounted_nfsd=0 mounted_export=0 mounted_tmp=0 started_nfsd=0 pids=()
 
 # ---- kernel modules: loaded here when modprobe can, else they must already be there
 load_modules() {
@@ -201,6 +201,17 @@ start_knfsd() {
     log "knfsd up: portlist $(tr '\n' ' ' </proc/fs/nfsd/portlist), versions $(cat /proc/fs/nfsd/versions)"
 }
 
+# The tests' temporary directories must support file handles (name_to_handle_at):
+# `rdmafs serve` of one gives NFS clients handles that survive its restarts. A
+# container's /tmp is on its overlayfs, which does not (TestKernelClientOnRdmafsServe
+# failed in docker run there); a tmpfs, as the guest's /tmp is, does.
+setup_tmp() {
+    [ "$(stat -f -c %T /tmp)" = overlayfs ] || return 0
+    mount -t tmpfs -o mode=1777 tmpfs /tmp || die "cannot mount a tmpfs on /tmp (over the container's overlayfs)"
+    mounted_tmp=1
+    log "tmpfs on /tmp (the container's overlayfs has no file handles)"
+}
+
 # the server must answer whether it runs here or elsewhere
 check_server() {
     local i out
@@ -229,6 +240,7 @@ teardown() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     [ "$mounted_nfsd" = 1 ] && { umount /proc/fs/nfsd || true; }
     [ "$mounted_export" = 1 ] && { umount "$LAB_EXPORT" || true; }
+    [ "$mounted_tmp" = 1 ] && { umount -l /tmp || true; }
     [ "$created_rxe" = 1 ] && { rdma link delete "$LAB_RXE" || true; }
     [ "$created_dummy" = 1 ] && { ip link delete "$LAB_DUMMY" || true; }
     return 0
@@ -239,6 +251,7 @@ teardown() {
 [ $# -gt 0 ] && trap teardown EXIT
 ulimit -l unlimited || log "warning: cannot raise the locked-memory limit"
 load_modules
+setup_tmp
 setup_netdev
 setup_rxe
 [ "$LAB_KNFSD" = 1 ] && start_knfsd
