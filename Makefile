@@ -1,4 +1,7 @@
 # rdmafs
+#   make install     bin/rdmafs into $(PREFIX)/sbin, rdmafs(8) into $(PREFIX)/share/man/man8
+#                    (PREFIX=/usr/local, DESTDIR for staging); make uninstall removes them
+#   make man         docs/rdmafs.8 from the option table (make test checks it is up to date)
 #   make demo        set up, build, and show rdmafs at work on this machine (root)
 #   make build       bin/rdmafs
 #   make test        unit, fuzz-seed and host end-to-end tests, with the race detector (root for the host tests)
@@ -9,6 +12,7 @@
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
 #   make bench-verbs the verbs layer: the soft provider here, then ibverbs next to perftest on
 #                    SoftRoCE in the guest
+#   make e2e-docker  the Dockerfile built and run with docker.io in a guest: the same e2e tests
 # Knobs of e2e and bench-e2e are environment variables (LAB_*, BENCH_*: test/e2e/README.md);
 # E2E_FLAGS go to the test binary (e.g. E2E_FLAGS='-test.run TestKernel'), BENCH_FLAGS to bench-e2e.
 
@@ -16,11 +20,12 @@ GO ?= go
 
 # Debian packages the build and the host tests need: fuse3 for the mounts,
 # the RDMA headers for cgo, fio and libnfs-utils for the benchmark and the
-# libnfs test of rdmafs serve, nfs-common (showmount, with rpcbind) and
-# iproute2 for the showmount test (run in a namespace of its own).
+# libnfs test of rdmafs serve, nfs-common (showmount, with rpcbind; and
+# mountstats, which the stats tests read rdmafs stats with) and iproute2 for
+# the showmount test (run in a namespace of its own).
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2
 
-.PHONY: deps demo build test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker-sim
+.PHONY: deps demo build install uninstall man test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker
 
 deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -31,6 +36,28 @@ deps:
 
 build: deps
 	$(GO) build -o bin/rdmafs ./cmd/rdmafs
+
+# Where make install puts rdmafs. mount(8) runs mount.fuse3, and so rdmafs,
+# with the fixed PATH below whatever the caller's (util-linux, Debian 12), so
+# mount -t fuse.rdmafs and fstab find rdmafs only in one of its directories.
+PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+MANDIR ?= $(PREFIX)/share/man
+HELPER_PATH = /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+install: build
+	@case ":$(HELPER_PATH):" in *":$(SBINDIR):"*) ;; \
+	*) echo "warning: $(SBINDIR) is not in mount(8)'s helper PATH ($(HELPER_PATH)):" \
+		"mount -t fuse.rdmafs and fstab will not find rdmafs there" >&2 ;; esac
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8
+	install -m 755 bin/rdmafs $(DESTDIR)$(SBINDIR)/rdmafs
+	install -m 644 docs/rdmafs.8 $(DESTDIR)$(MANDIR)/man8/rdmafs.8
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/rdmafs $(DESTDIR)$(MANDIR)/man8/rdmafs.8
+
+man:
+	$(GO) test ./cmd/rdmafs -run '^TestManPage$$' -update-man
 
 demo: build
 	./demo.sh bin/rdmafs
@@ -69,6 +96,8 @@ e2e-image:
 e2e-shell:
 	test/e2e/lab.sh shell
 
-# the Dockerfile's entrypoint and command, run in the guest as `docker run --network host` would
-e2e-docker-sim: e2e-build
-	LAB_SERVICES=0 test/e2e/lab.sh run test/e2e/container-sim.sh $(E2E_FLAGS)
+# the Docker image: docker build of the Dockerfile and docker run of the e2e tests, with
+# Debian's docker.io, in a guest of its own (base images made locally: no registry);
+# longer than make e2e (test/e2e/README.md, Docker), so not part of it
+e2e-docker:
+	test/e2e/lab.sh docker $(E2E_FLAGS)

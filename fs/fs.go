@@ -16,8 +16,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -93,6 +91,7 @@ type FS struct {
 	objects objectTable
 
 	sillyCount atomic.Uint64
+	events     ioEvents // the FUSE requests, for WriteStats
 
 	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
 
@@ -186,20 +185,6 @@ func (f *FS) Shutdown(ctx context.Context) error {
 	return first
 }
 
-// WriteStats writes the statistics block of the mount in the format of
-// /proc/self/mountstats.
-func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
-	rpc := f.nfs.RPC()
-	_, err := fmt.Fprintf(w, "device %s mounted on %s with fstype nfs statvers=1.1\n"+
-		"\topts:\t%s\n\tage:\t%d\n\tRPC iostats version: 1.1  p/v: %d/%d (nfs)\n\txprt:\t%s\n\tper-op statistics\n",
-		f.cfg.Source, mountpoint, f.cfg.MountOptions, int(time.Since(f.start).Seconds()),
-		nfs3.Program, nfs3.Version, rpc.Transport().XprtStats())
-	if err != nil {
-		return err
-	}
-	return rpc.WriteOpStats(w)
-}
-
 func (f *FS) logf(format string, args ...any) {
 	if f.cfg.Logf != nil {
 		f.cfg.Logf(format, args...)
@@ -213,7 +198,3 @@ func (f *FS) cred(ctx context.Context) *sunrpc.Cred {
 	}
 	return f.creds.lookup(ctx, f.opts.FixedUID, f.opts.FixedGID)
 }
-
-// StatsXattr is the extended attribute of the mount's root directory that
-// holds the statistics of WriteStats; `rdmafs stats` reads it.
-const StatsXattr = "user.rdmafs.mountstats"

@@ -19,6 +19,10 @@ type OpStats struct {
 	RTT       atomic.Int64  // from the last send until the reply
 	Execute   atomic.Int64  // from Do until the reply
 	Errors    atomic.Uint64 // calls that ended in an error
+	// Payload counts the bytes of Call.Payload (WRITE data, SYMLINK
+	// paths) of calls that got a reply, each call once however often it
+	// was sent: the kernel's serverwritebytes for WRITE.
+	Payload atomic.Uint64
 }
 
 func (c *Client) opStats(proc uint32) *OpStats {
@@ -43,16 +47,19 @@ func (s *OpStats) record(call *Call, start time.Time, err error) {
 	}
 	if err != nil {
 		s.Errors.Add(1)
+	} else {
+		s.Payload.Add(uint64(len(call.Payload)))
 	}
 }
 
 // WriteOpStats writes the per-procedure block of mountstats: one line per
 // procedure, "NAME: ops trans timeouts bytes_sent bytes_recv queue rtt
-// execute errors", times in milliseconds.
+// execute errors" after a tab, the name right-aligned in 12 columns, times in
+// milliseconds, as the kernel's rpc_clnt_show_stats writes them.
 func (c *Client) WriteOpStats(w io.Writer) error {
 	for i, name := range c.cfg.ProcNames {
 		s := &c.stats[i]
-		_, err := fmt.Fprintf(w, "%12s: %d %d %d %d %d %d %d %d %d\n", name,
+		_, err := fmt.Fprintf(w, "\t%12s: %d %d %d %d %d %d %d %d %d\n", name,
 			s.Ops.Load(), s.Trans.Load(), s.Timeouts.Load(), s.BytesSent.Load(), s.BytesRecv.Load(),
 			s.Queue.Load()/1e6, s.RTT.Load()/1e6, s.Execute.Load()/1e6, s.Errors.Load())
 		if err != nil {
@@ -61,6 +68,10 @@ func (c *Client) WriteOpStats(w io.Writer) error {
 	}
 	return nil
 }
+
+// PayloadBytes returns the payload bytes of the calls of procedure proc
+// that got a reply (OpStats.Payload).
+func (c *Client) PayloadBytes(proc uint32) uint64 { return c.opStats(proc).Payload.Load() }
 
 // Ops returns the number of calls made of procedure proc.
 func (c *Client) Ops(proc uint32) uint64 { return c.opStats(proc).Ops.Load() }

@@ -17,7 +17,9 @@
 // even if the file is not done, the random ones run for -rand-runtime.
 //
 // It reads its setup like the e2e tests: LAB_ADDR, LAB_EXPORT, RDMAFS_BIN,
-// RDMAFS_RDMA (test/e2e/run-tests.sh --bench sets them).
+// RDMAFS_RDMA (test/e2e/run-tests.sh --bench sets them). With -out DIR it
+// also writes the table as DIR/bench-e2e.csv and draws it as
+// DIR/bench-e2e.svg (run-tests.sh gives the checkout's bench/out).
 package main
 
 import (
@@ -34,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rdmafs/rdmafs/bench/chart"
 )
 
 type config struct {
@@ -73,13 +77,14 @@ var rows = []struct{ key, label, unit string }{
 
 func main() {
 	var c config
-	var size, randSize, targets string
+	var size, randSize, targets, outDir string
 	flag.StringVar(&size, "size", envOr("BENCH_SIZE", "1g"), "size of the sequential file (k, m, g suffixes); env BENCH_SIZE")
 	flag.StringVar(&randSize, "rand-size", envOr("BENCH_RAND_SIZE", "256m"), "bytes of the sequential file that the random jobs use; env BENCH_RAND_SIZE")
 	flag.DurationVar(&c.runtime, "runtime", durEnv("BENCH_RUNTIME", 60*time.Second), "time limit of each sequential job; env BENCH_RUNTIME")
 	flag.DurationVar(&c.randRuntime, "rand-runtime", durEnv("BENCH_RAND_RUNTIME", 20*time.Second), "duration of each random job; env BENCH_RAND_RUNTIME")
 	flag.IntVar(&c.files, "files", intEnv("BENCH_FILES", 2000), "files of the metadata workload; env BENCH_FILES")
 	flag.StringVar(&targets, "targets", envOr("BENCH_TARGETS", "knfs-rdma,knfs-tcp,rdmafs-tcp,rdmafs-rdma"), "mounts to measure; env BENCH_TARGETS")
+	flag.StringVar(&outDir, "out", envOr("BENCH_OUT", ""), "directory for bench-e2e.csv and bench-e2e.svg; none if empty; env BENCH_OUT")
 	flag.Parse()
 	var err error
 	if c.size, err = parseSize(size); err != nil {
@@ -137,6 +142,16 @@ func main() {
 	}
 	for _, n := range notes {
 		fmt.Println("note:", n)
+	}
+	if outDir != "" {
+		title := fmt.Sprintf("bench-e2e: %s file, knfsd export on tmpfs, %s", size, time.Now().Format("2006-01-02"))
+		csvPath, svgPath, err := chart.WriteFiles(outDir, "bench-e2e", chartTable(title, cols, table, notes))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+			failed = true
+		} else {
+			fmt.Printf("table: %s, chart: %s\n", csvPath, svgPath)
+		}
 	}
 	if failed {
 		os.Exit(1)
@@ -499,6 +514,39 @@ func printTable(w io.Writer, cols []string, table map[string]map[string]result) 
 		}
 		fmt.Fprintln(w, b.String())
 	}
+}
+
+// chartTable is the table for chart: a figure per column and row, none
+// where the figure failed or is missing, "b" on buffered figures.
+func chartTable(title string, cols []string, table map[string]map[string]result, notes []string) *chart.Table {
+	t := &chart.Table{Title: title, Columns: cols, Notes: notes}
+	for _, r := range rows {
+		row := chart.Row{Label: r.label, Unit: r.unit, Values: make([]float64, len(cols)), Marks: make([]string, len(cols))}
+		for i, c := range cols {
+			res := table[c][r.key]
+			row.Values[i] = chart.Missing
+			if res.err == nil && res.value > 0 {
+				row.Values[i] = res.value
+			}
+			if res.buffered {
+				row.Marks[i] = "b"
+			}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if anyBufferedTable(table) {
+		t.Notes = append(t.Notes, "b: buffered I/O (the mount refused O_DIRECT)")
+	}
+	return t
+}
+
+func anyBufferedTable(table map[string]map[string]result) bool {
+	for _, col := range table {
+		if anyBuffered(col) {
+			return true
+		}
+	}
+	return false
 }
 
 func anyBuffered(col map[string]result) bool {

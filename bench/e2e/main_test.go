@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,26 @@ func TestPrintTable(t *testing.T) {
 	}
 	if !strings.Contains(lines[5], "error") {
 		t.Errorf("create row %q does not show the error", lines[5])
+	}
+}
+
+func TestChartTable(t *testing.T) {
+	cols := []string{"knfs-rdma", "rdmafs-tcp"}
+	table := map[string]map[string]result{
+		"knfs-rdma":  {"seqwrite": {value: 40}, "create": {err: errors.New("boom")}},
+		"rdmafs-tcp": {"seqwrite": {value: 20, buffered: true}, "create": {value: 7}},
+	}
+	ct := chartTable("title", cols, table, []string{"a note"})
+	if len(ct.Rows) != len(rows) || ct.Rows[0].Values[0] != 40 || ct.Rows[0].Values[1] != 20 || ct.Rows[0].Marks[1] != "b" {
+		t.Errorf("seq write row %+v", ct.Rows[0])
+	}
+	if create := ct.Rows[4]; !math.IsNaN(create.Values[0]) || create.Values[1] != 7 {
+		t.Errorf("create row %+v: the failed figure must be missing", create)
+	}
+	if !math.IsNaN(ct.Rows[1].Values[0]) {
+		t.Errorf("seq read, never measured: %v, want missing", ct.Rows[1].Values[0])
+	}
+	if len(ct.Notes) != 2 || !strings.HasPrefix(ct.Notes[1], "b: buffered") {
+		t.Errorf("notes %q", ct.Notes)
 	}
 }

@@ -12,7 +12,8 @@
 // It prints one table with each figure and the ratios rdmafs/libnfs and
 // rdmafs/loopback, and the CPU time the rdmafs client and server spent per
 // workload, which says where the time goes. Machines are shared and noisy:
-// compare the ratios, which are measured in the same run.
+// compare the ratios, which are measured in the same run. It also writes
+// the table as -out/hostbench.csv and draws it as -out/hostbench.svg.
 //
 // Run as root: go run ./bench/hostbench (make bench). It needs fio,
 // libnfs-utils and fuse3.
@@ -32,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rdmafs/rdmafs/bench/chart"
 )
 
 var (
@@ -42,6 +45,7 @@ var (
 	workDir   = flag.String("dir", "", "work directory (default: a new one in /tmp)")
 	profile   = flag.Bool("profile", false, "write CPU profiles of the rdmafs client and server into the work directory")
 	mountOpts = flag.String("o", "", "extra rdmafs mount options")
+	outDir    = flag.String("out", "bench/out", "directory for hostbench.csv and hostbench.svg")
 )
 
 type bench struct {
@@ -132,6 +136,23 @@ func main() {
 		fmt.Printf("| %-34s | %9.0f | %9s | %9.0f | %-7s | %13s | %15.2f | %10.1f / %-9.1f |\n",
 			r.name, r.rdmafs, lib, r.lo, r.unit, ratioLib, r.rdmafs/r.lo, r.cpuClient, r.cpuSrv)
 	}
+	t := &chart.Table{
+		Title:   fmt.Sprintf("make bench: rdmafs over TCP, libnfs and a FUSE loopback (%d MiB file, %s)", *sizeMiB, time.Now().Format("2006-01-02")),
+		Columns: []string{"rdmafs", "libnfs", "loopback"},
+		Notes:   []string{"libnfs: nfs-cp, sequential rows only"},
+	}
+	for _, r := range rows {
+		lib := chart.Missing
+		if r.libnfs > 0 {
+			lib = r.libnfs
+		}
+		t.Rows = append(t.Rows, chart.Row{Label: r.name, Unit: r.unit, Values: []float64{r.rdmafs, lib, r.lo}})
+	}
+	csvPath, svgPath, err := chart.WriteFiles(*outDir, "hostbench", t)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	fmt.Printf("\ntable: %s, chart: %s\n", csvPath, svgPath)
 }
 
 // atExit undoes the benchmark's mounts and processes; fatal runs it too.

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rdmafs/rdmafs/fs"
@@ -163,7 +162,7 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 	opts := fsys.MountOptions()
 	applyFUSEOptions(&opts.MountOptions, &a.opts, a.source)
 	opts.Logger = logger
-	server, err := gofs.Mount(a.mountpoint, fsys.Root(), opts)
+	server, err := fsys.Mount(a.mountpoint, opts)
 	if err != nil {
 		err = fmt.Errorf("cannot mount %s on %s: %w", a.source, a.mountpoint, err)
 		ready(err)

@@ -11,6 +11,8 @@
 #   lab.sh bench [BENCH FLAGS..] deps + image + build.sh + boot + the fio benchmark (bench/e2e)
 #   lab.sh bench-verbs [FLAGS..] deps + image + build.sh + boot + the verbs benchmark (bench/verbs)
 #                                next to perftest on rxe0
+#   lab.sh docker [TEST FLAGS..] the Docker image, built from the Dockerfile and run with docker.io
+#                                in a guest of its own (docker.sh; see test/e2e/README.md, Docker)
 #   lab.sh run CMD [ARGS...]     boot, run CMD in the guest (cwd /host = the checkout), power off
 #   lab.sh shell                 interactive shell in the guest (needs a real terminal)
 #   lab.sh deps                  apt-get install the host packages this script needs
@@ -35,6 +37,9 @@
 #   LAB_PASSENV      names of host env vars to export into the guest command
 #   LAB_SHARE        host directory shared as /host            (default: the checkout)
 #   LAB_TRIM         0 = keep python/perl/dpkg db/... in the initramfs (default 1)
+#   LAB_VARIANT      guest image variant: empty (default) or docker (packages-docker.txt on
+#                    top of packages.txt; lab.sh docker sets it). Variants are cached apart.
+#   LAB_MEM_DOCKER   guest RAM of lab.sh docker                (default 6G)
 #
 # Exit status:
 #   0-99  the guest command's exit status (run-tests.sh: 0 all passed, 1 a test failed)
@@ -71,7 +76,7 @@ HOST_PKGS="qemu-system-x86 debootstrap cpio kmod xz-utils"
 # kernel modules (plus their dependencies) copied into the guest
 GUEST_MODS="virtio_pci virtio_net 9pnet_virtio 9p dummy veth configfs crc32_generic crc32c_generic crc32_pclmul \
 ib_core ib_uverbs rdma_cm rdma_ucm ib_cm iw_cm rdma_rxe \
-sunrpc rpcrdma auth_rpcgss lockd grace nfs_acl nfsd nfs nfsv3 fuse libcrc32c"
+sunrpc rpcrdma auth_rpcgss lockd grace nfs_acl nfsd nfs nfsv3 fuse libcrc32c overlay"
 # left out of the initramfs (unpacking costs ~25 ms/MB under TCG); LAB_TRIM=0 keeps them
 TRIM_PATHS="./usr/lib/udev/hwdb.bin ./usr/lib/python3 ./usr/lib/python3.11 ./usr/bin/python3.11 ./usr/lib/x86_64-linux-gnu/gconv ./var/cache/debconf ./var/lib/dpkg ./var/lib/apt ./var/cache/apt ./usr/share/zoneinfo ./usr/share/perl ./usr/lib/x86_64-linux-gnu/perl-base ./usr/share/i18n ./.key"
 [ "${LAB_TRIM:-1}" = 1 ] || TRIM_PATHS="./.key"
@@ -162,12 +167,54 @@ build_kernel() {
 }
 
 rootfs_key() {
-    { echo "$SUITE"; cat "$HERE/packages.txt" "$HERE/install-packages.sh"; declare -f build_rootfs; } |
+    { echo "$SUITE"; cat "$HERE/packages.txt" "$HERE/install-packages.sh"; declare -f build_base_rootfs; } |
         sha256sum | cut -c1-12
 }
 
 build_rootfs() {
     ROOTFS=$LAB_CACHE/rootfs-$SUITE-$(rootfs_key)
+    BASE_ROOTFS=$ROOTFS
+    build_base_rootfs
+    [ -n "${LAB_VARIANT:-}" ] && build_variant_rootfs
+    return 0
+}
+
+variant_key() {
+    { cat "$BASE_ROOTFS/.key" "$HERE/packages-$LAB_VARIANT.txt"; declare -f build_variant_rootfs; } | sha256sum | cut -c1-12
+}
+
+# the base root filesystem plus the packages of packages-$LAB_VARIANT.txt, in a copy
+build_variant_rootfs() {
+    [ -r "$HERE/packages-$LAB_VARIANT.txt" ] || fail $EXIT_IMAGE "LAB_VARIANT=$LAB_VARIANT: no $HERE/packages-$LAB_VARIANT.txt"
+    ROOTFS=$LAB_CACHE/rootfs-$SUITE-$LAB_VARIANT-$(variant_key)
+    [ -e "$ROOTFS/.done" ] && return 0
+    log "building the $LAB_VARIANT variant of the root filesystem: packages-$LAB_VARIANT.txt"
+    local t0=$SECONDS tmp=$ROOTFS.tmp
+    umount -l "$tmp/proc" 2>/dev/null || true
+    rm -rf --one-file-system "$tmp"
+    cp -a "$BASE_ROOTFS" "$tmp"
+    rm -f "$tmp/.done" "$tmp/.key"
+    chroot_install "$tmp" "$HERE/packages-$LAB_VARIANT.txt" ||
+        fail $EXIT_IMAGE "installing packages-$LAB_VARIANT.txt failed (install-packages.sh in the chroot $tmp)"
+    rm -rf "$ROOTFS"; mv "$tmp" "$ROOTFS"
+    variant_key >"$ROOTFS/.key"; touch "$ROOTFS/.done"
+    log "$LAB_VARIANT root filesystem built in $((SECONDS - t0))s ($(du -sh "$ROOTFS" | cut -f1))"
+}
+
+# chroot_install DIR LIST: install-packages.sh LIST in the chroot DIR (with /proc, DNS)
+chroot_install() {
+    local dir=$1 list=$2 rc=0
+    mkdir -p "$dir/tmp/e2e"
+    cp "$list" "$HERE/install-packages.sh" "$dir/tmp/e2e/"
+    cp -L /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+    mount -t proc proc "$dir/proc"
+    chroot "$dir" /bin/bash /tmp/e2e/install-packages.sh "/tmp/e2e/$(basename "$list")" >&2 || rc=$?
+    umount "$dir/proc"
+    rm -rf "$dir/tmp/e2e" "$dir/etc/resolv.conf"
+    return $rc
+}
+
+build_base_rootfs() {
     [ -e "$ROOTFS/.done" ] && return 0
     local mirror=${LAB_MIRROR:-$(host_mirror)}
     [ -n "$mirror" ] || fail $EXIT_IMAGE "no Debian mirror in the host's apt sources; set LAB_MIRROR"
@@ -247,7 +294,7 @@ EOF
 build_initramfs() {
     local key; key=$( { guest_init; echo "$GUEST_MODS $KVER $TRIM_PATHS"; cat "$ROOTFS/.key"; declare -f build_initramfs; } |
         sha256sum | cut -c1-12)
-    INITRD=$LAB_CACHE/initramfs-$KVER-$key.cpio
+    INITRD=$LAB_CACHE/initramfs-$KVER-${LAB_VARIANT:+$LAB_VARIANT-}$key.cpio
     [ -s "$INITRD" ] && return 0
     log "packing the initramfs"
     local t0=$SECONDS
@@ -276,15 +323,90 @@ build_initramfs() {
     log "initramfs $(du -h "$INITRD" | cut -f1) packed in $((SECONDS - t0))s"
 }
 
-# drop cache entries that the current keys no longer name
+# drop cache entries that the current keys no longer name: stale kernels and base root
+# filesystems, and stale entries of this run's variant (another variant's stay)
 prune_cache() {
-    local e
-    for e in "$LAB_CACHE"/kernel-* "$LAB_CACHE"/rootfs-* "$LAB_CACHE"/initramfs-*; do
+    local e v
+    for e in "$LAB_CACHE"/kernel-* "$LAB_CACHE"/rootfs-* "$LAB_CACHE"/initramfs-* "$LAB_CACHE"/docker-*; do
         [ -e "$e" ] || continue
-        case "$e" in "$KDIR" | "$ROOTFS" | "$INITRD") continue ;; esac
+        case "$e" in "$KDIR" | "$BASE_ROOTFS" | "$ROOTFS" | "$INITRD" | "${DOCKER_BASE_TAR:-}" | "${DOCKER_GO_TAR:-}") continue ;; esac
+        v=$(cache_variant "${e##*/}")
+        [ "$v" = shared ] || [ "$v" = "${LAB_VARIANT:-}" ] || continue
         log "removing stale cache entry $e"
         rm -rf "$e"
     done
+}
+
+# cache_variant NAME: the variant a cache entry belongs to; "shared" for the kernel and
+# the base root filesystem, which every variant is built on; "" for no variant
+cache_variant() {
+    case "$1" in
+        kernel-* | rootfs-"$SUITE"-????????????) echo shared ;;
+        rootfs-"$SUITE"-*-????????????) local v=${1#rootfs-"$SUITE"-}; echo "${v%-*}" ;;
+        initramfs-*-docker-*.cpio | docker-*) echo docker ;;
+        *) echo "" ;;
+    esac
+}
+
+# ---------------------------------------------------------------- Docker base images
+
+# No container registry is reachable from here, so `lab.sh docker` makes the images the
+# Dockerfile's two stages start FROM (its ARGs DEBIAN_IMAGE and GO_IMAGE) as tar files of
+# root filesystems, which docker.sh imports in the guest (`docker import`):
+#   docker-base-KEY.tar  the base root filesystem: debootstrap minbase + packages.txt
+#   docker-go-KEY.tar    debootstrap minbase, the C build dependencies, this host's Go
+#                        toolchain in /usr/local/go (less its tests and API lists), the
+#                        module cache of go.mod (the guest has no network), and a build
+#                        cache warmed by build.sh on a copy of the checkout at /src, where
+#                        the Dockerfile builds (the guest emulates its CPU: a cold build
+#                        there takes long). Every file costs time in `docker import` under
+#                        emulation, hence minbase and the trimmed toolchain.
+GO_BUILD_DEPS="gcc libc6-dev libibverbs-dev librdmacm-dev pkg-config"
+# the Go image's environment; docker.sh gives it to `docker import` (written to the ctl share)
+GO_IMAGE_ENV="PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-buildvcs=false"
+
+build_docker_images() {
+    DOCKER_BASE_TAR=$LAB_CACHE/docker-base-$(cat "$BASE_ROOTFS/.key").tar
+    if [ ! -s "$DOCKER_BASE_TAR" ]; then
+        log "packing the base image $DOCKER_BASE_TAR"
+        tar -C "$BASE_ROOTFS" --exclude=./.key --exclude=./.done --exclude=./init --exclude=./lib/modules \
+            -cf "$DOCKER_BASE_TAR.tmp" . || fail $EXIT_IMAGE "packing $DOCKER_BASE_TAR failed"
+        mv "$DOCKER_BASE_TAR.tmp" "$DOCKER_BASE_TAR"
+    fi
+    local gobin goroot gover key
+    gobin=$(command -v "${GO:-go}" || echo /usr/local/go/bin/go)
+    goroot=$("$gobin" env GOROOT) || fail $EXIT_IMAGE "no Go toolchain on this host (GO=${GO:-go})"
+    gover=$("$gobin" version)
+    key=$({ echo "$SUITE"; cat "$HERE/install-packages.sh" "$ROOT/go.mod" "$ROOT/go.sum"; echo "$gover $GO_BUILD_DEPS $GO_IMAGE_ENV"
+        declare -f build_docker_images; } | sha256sum | cut -c1-12)
+    DOCKER_GO_TAR=$LAB_CACHE/docker-go-$key.tar
+    [ -s "$DOCKER_GO_TAR" ] && return 0
+    log "building the Go image: $GO_BUILD_DEPS, $gover, module and build caches"
+    local t0=$SECONDS tmp=$LAB_CACHE/docker-go-$key.tmp rc=0 mirror=${LAB_MIRROR:-$(host_mirror)}
+    umount -l "$tmp/proc" 2>/dev/null || true
+    rm -rf --one-file-system "$tmp"
+    debootstrap --variant=minbase "$SUITE" "$tmp" "$mirror" >&2 ||
+        fail $EXIT_IMAGE "debootstrap $SUITE for the Go image failed (log: $tmp/debootstrap/debootstrap.log)"
+    printf '%s\n' $GO_BUILD_DEPS >"$tmp.deps"
+    chroot_install "$tmp" "$tmp.deps" || fail $EXIT_IMAGE "installing $GO_BUILD_DEPS in the Go image failed"
+    rm -f "$tmp.deps"
+    cp -a "$goroot" "$tmp/usr/local/go"
+    rm -rf "$tmp/usr/local/go/test" "$tmp/usr/local/go/api" "$tmp/usr/local/go/doc" "$tmp/usr/local/go/misc"
+    (cd "$ROOT" && GOMODCACHE=$tmp/root/go/pkg/mod GOFLAGS=-mod=mod "$gobin" mod download) ||
+        fail $EXIT_IMAGE "go mod download into the Go image failed"
+    mkdir -p "$tmp/src"
+    tar -C "$ROOT" --exclude=./bin --exclude=./.git --exclude=./test/e2e/out --exclude=./bench/out -cf - . |
+        tar -C "$tmp/src" -xf -
+    mount -t proc proc "$tmp/proc"
+    # shellcheck disable=SC2086 # GO_IMAGE_ENV is a list of assignments
+    chroot "$tmp" env -i HOME=/root $GO_IMAGE_ENV BUILD_DEPS=0 bash /src/test/e2e/build.sh /src/bin >&2 || rc=$?
+    umount "$tmp/proc"
+    [ "$rc" = 0 ] || fail $EXIT_IMAGE "warming the build cache of the Go image failed (build.sh in the chroot $tmp)"
+    rm -rf "$tmp/src"
+    tar -C "$tmp" -cf "$DOCKER_GO_TAR.tmp" . || fail $EXIT_IMAGE "packing $DOCKER_GO_TAR failed"
+    mv "$DOCKER_GO_TAR.tmp" "$DOCKER_GO_TAR"
+    rm -rf --one-file-system "$tmp"
+    log "Go image built in $((SECONDS - t0))s ($(du -h "$DOCKER_GO_TAR" | cut -f1))"
 }
 
 cmd_image() {
@@ -296,6 +418,7 @@ cmd_image() {
     build_kernel
     build_rootfs
     build_initramfs
+    [ "${LAB_VARIANT:-}" = docker ] && build_docker_images
     prune_cache
     flock -u 9
     [ $((SECONDS - t0)) -gt 2 ] && log "guest image ready in $((SECONDS - t0))s"
@@ -329,6 +452,13 @@ prep_ctl() {
             if [ -n "${!v+x}" ]; then printf '%s=%q\n' "$v" "${!v}"; fi
         done
     } >"$CTL/env"
+    if [ "${LAB_VARIANT:-}" = docker ]; then
+        # the Docker base images for docker.sh, linked (same file system) rather than copied
+        mkdir -p "$CTL/images"
+        ln "$DOCKER_BASE_TAR" "$CTL/images/base.tar" 2>/dev/null || cp "$DOCKER_BASE_TAR" "$CTL/images/base.tar"
+        ln "$DOCKER_GO_TAR" "$CTL/images/go.tar" 2>/dev/null || cp "$DOCKER_GO_TAR" "$CTL/images/go.tar"
+        echo "$GO_IMAGE_ENV" >"$CTL/images/go.env"
+    fi
     mkdir -p "$LAB_OUT"
     LOG=${LAB_LOG:-$LAB_OUT/console-$(date +%Y%m%d-%H%M%S).log}
     : >"$LOG"
@@ -441,6 +571,14 @@ cmd_bench_verbs() {
     cmd_run test/e2e/run-tests.sh --bench-verbs "$@"
 }
 
+# the Docker image, built from the Dockerfile and run by docker.io in a guest whose own
+# services are not set up (the container's entrypoint sets them up, as on a host)
+cmd_docker() {
+    export LAB_VARIANT=docker LAB_SERVICES=0
+    LAB_MEM=${LAB_MEM_DOCKER:-6G}
+    cmd_run test/e2e/docker.sh "$@"
+}
+
 cmd_shell() {
     cmd_deps
     cmd_image
@@ -473,11 +611,12 @@ case "${1:-}" in
     e2e) shift; cmd_e2e "$@" ;;
     bench) shift; cmd_bench "$@" ;;
     bench-verbs) shift; cmd_bench_verbs "$@" ;;
+    docker) shift; cmd_docker "$@" ;;
     run) shift; cmd_run "$@" ;;
     shell) cmd_shell ;;
     deps) cmd_deps ;;
     image) cmd_deps; cmd_image ;;
     info) cmd_info ;;
     available) cmd_available ;;
-    *) sed -n '2,48p' "$0"; exit $EXIT_USAGE ;;
+    *) sed -n '2,52p' "$0"; exit $EXIT_USAGE ;;
 esac

@@ -29,12 +29,15 @@ RDMAFS_BIN='' RDMAFS_SKIP='' RDMAFS_RDMA=0
 [ -n "$RDMAFS_BIN" ] && RDMAFS_BIN=$BIN/$RDMAFS_BIN
 export RDMAFS_BIN RDMAFS_SKIP RDMAFS_RDMA
 export LAB_VERBS_TESTS=$BIN/e2e/verbs
+# the checkout (its Makefile and docs/rdmafs.8, for TestInstallFstab)
+export LAB_ROOT=$ROOT
 
 if [ "${1:-}" = --bench ]; then
     shift
     [ -x "$BIN/e2e/bench-e2e" ] || die "$BIN/e2e/bench-e2e missing: run test/e2e/build.sh"
     cd /tmp
-    exec "$BIN/e2e/bench-e2e" "$@"
+    # the table as CSV and SVG in the checkout (bench/out, not versioned)
+    exec "$BIN/e2e/bench-e2e" -out "$ROOT/bench/out" "$@"
 fi
 if [ "${1:-}" = --bench-verbs ]; then
     shift

@@ -61,7 +61,7 @@ need ibv_devinfo ibverbs-utils
 need rpcinfo rpcbind
 
 # what this script created or started, for teardown
-created_rxe=0 created_dummy=0 mounted_nfsd=0 mounted_export=0 started_nfsd=0 pids=()
+created_rxe=0 created_dummy=0 mounted_nfsd=0 mounted_export=0 mounted_tmp=0 started_nfsd=0 pids=()
 
 # ---- kernel modules: loaded here when modprobe can, else they must already be there
 load_modules() {
@@ -77,9 +77,32 @@ load_modules() {
     for m in "${need[@]}"; do
         [ -d "/sys/module/$m" ] || die "kernel module $m is not loaded and cannot be loaded here (in a container: -v /lib/modules:/lib/modules:ro, or modprobe $m on the host)"
     done
+    make_dev_nodes
     [ -c /dev/fuse ] || die "/dev/fuse missing"
     [ -e /dev/infiniband/rdma_cm ] || die "/dev/infiniband/rdma_cm missing (rdma_ucm; in a container: --privileged)"
     log "kernel modules loaded"
+}
+
+# A container's /dev is a copy made when it started: the nodes of devices that appeared
+# since (/dev/fuse and /dev/infiniband/rdma_cm of the modules loaded above, the uverbs
+# node of the rxe device made below) are missing there, while the host's udev or
+# devtmpfs has them. Make the missing ones from sysfs, as udev would (a privileged
+# container may); in the guest and on a host nothing is missing.
+make_dev_nodes() {
+    local d node major minor
+    for d in /sys/class/misc/fuse /sys/class/misc/rdma_cm /sys/class/infiniband_verbs/uverbs*; do
+        [ -r "$d/dev" ] || continue
+        case "$d" in
+            */fuse) node=/dev/fuse ;;
+            */rdma_cm) node=/dev/infiniband/rdma_cm ;;
+            *) node=/dev/infiniband/${d##*/} ;;
+        esac
+        [ -e "$node" ] && continue
+        IFS=: read -r major minor <"$d/dev"
+        mkdir -p "${node%/*}"
+        mknod -m 666 "$node" c "$major" "$minor" || die "mknod $node c $major $minor failed (a container needs --privileged)"
+        log "made $node (c $major:$minor), which this container's /dev lacked"
+    done
 }
 
 setup_netdev() {
@@ -114,6 +137,7 @@ setup_rxe() {
     fi
     local i
     for i in $(seq 50); do
+        make_dev_nodes # libibverbs sees the device only through its uverbs node
         ibv_devinfo -d "$LAB_RXE" 2>/dev/null | grep -q 'state:.*PORT_ACTIVE' && break
         [ "$i" = 50 ] && die "$LAB_RXE port not ACTIVE after 10 s: $(ibv_devinfo -d "$LAB_RXE" 2>&1 | tr -s ' \n' ' ')"
         sleep 0.2
@@ -177,6 +201,17 @@ start_knfsd() {
     log "knfsd up: portlist $(tr '\n' ' ' </proc/fs/nfsd/portlist), versions $(cat /proc/fs/nfsd/versions)"
 }
 
+# The tests' temporary directories must support file handles (name_to_handle_at):
+# `rdmafs serve` of one gives NFS clients handles that survive its restarts. A
+# container's /tmp is on its overlayfs, which does not (TestKernelClientOnRdmafsServe
+# failed in docker run there); a tmpfs, as the guest's /tmp is, does.
+setup_tmp() {
+    [ "$(stat -f -c %T /tmp)" = overlayfs ] || return 0
+    mount -t tmpfs -o mode=1777 tmpfs /tmp || die "cannot mount a tmpfs on /tmp (over the container's overlayfs)"
+    mounted_tmp=1
+    log "tmpfs on /tmp (the container's overlayfs has no file handles)"
+}
+
 # the server must answer whether it runs here or elsewhere
 check_server() {
     local i out
@@ -205,6 +240,7 @@ teardown() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     [ "$mounted_nfsd" = 1 ] && { umount /proc/fs/nfsd || true; }
     [ "$mounted_export" = 1 ] && { umount "$LAB_EXPORT" || true; }
+    [ "$mounted_tmp" = 1 ] && { umount -l /tmp || true; }
     [ "$created_rxe" = 1 ] && { rdma link delete "$LAB_RXE" || true; }
     [ "$created_dummy" = 1 ] && { ip link delete "$LAB_DUMMY" || true; }
     return 0
@@ -215,6 +251,7 @@ teardown() {
 [ $# -gt 0 ] && trap teardown EXIT
 ulimit -l unlimited || log "warning: cannot raise the locked-memory limit"
 load_modules
+setup_tmp
 setup_netdev
 setup_rxe
 [ "$LAB_KNFSD" = 1 ] && start_knfsd

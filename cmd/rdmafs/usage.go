@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rdmafs/rdmafs/mountopts"
+)
+
+// commandDoc documents one form of the command line. rdmafs -h and the
+// rdmafs(8) man page are both made from these, so they say the same.
+type commandDoc struct {
+	synopsis string
+	text     string    // what it does
+	items    []itemDoc // its flags or options
+	sections []sectionDoc // further items under a heading of their own
+	after    string       // a paragraph after the items
+	examples []string  // lines shown as they are: commands, fstab lines
+	tail     string    // a last paragraph
+}
+
+// itemDoc is one flag or option: how it is written and what it does.
+type itemDoc struct{ syntax, help string }
+
+// sectionDoc is a group of items under a heading.
+type sectionDoc struct {
+	title string
+	items []itemDoc
+}
+
+var commandDocs = []commandDoc{
+	{
+		synopsis: "rdmafs [-f] [-d] [-o OPTIONS] SERVER:/EXPORT MOUNTPOINT",
+		text: "Mount the NFSv3 export SERVER:/EXPORT on MOUNTPOINT (an empty directory). " +
+			"rdmafs returns once the mount is ready and keeps serving it in the background; " +
+			"unmount with umount or fusermount3 -u.",
+		items: []itemDoc{
+			{"-f", "stay in the foreground"},
+			{"-d", "log every FUSE request (implies -f)"},
+			{"-o", "comma-separated options, below; may be given more than once"},
+		},
+		after: "The same works from mount(8) and fstab:",
+		examples: []string{
+			"mount -t fuse.rdmafs SERVER:/EXPORT MOUNTPOINT -o proto=tcp",
+			"SERVER:/EXPORT MOUNTPOINT fuse.rdmafs proto=tcp,_netdev 0 0",
+		},
+		tail: "Over RPC-over-RDMA: -o proto=rdma (port 20049 unless port= says otherwise); " +
+			"without an RDMA device, provider=soft runs the RDMA path in software (rdmafs at both ends).",
+	},
+	{
+		synopsis: "rdmafs serve [-o OPTIONS] DIR",
+		text: `Export the directory DIR as "/" over NFSv3 (MOUNT and NFS on one TCP port) until ` +
+			"SIGTERM or SIGINT, and print the command that mounts it. Options:",
+		items: []itemDoc{
+			{"port=N", "TCP port (default 2049; 0 picks a free one)"},
+			{"addr=IP", "address to listen on (default 127.0.0.1)"},
+			{"ro | rw", "refuse or allow changes (default rw)"},
+			{"workers=N", "calls served at once per connection (default 8)"},
+			{"proto=tcp|rdma", "rdma: also serve NFS over RPC-over-RDMA (MOUNT stays on TCP); default tcp"},
+			{"rdmaport=N", "RDMA port (default 20049; 0 picks a free one)"},
+			{"provider=ibverbs|soft", "verbs provider for rdma (default ibverbs)"},
+		},
+		sections: []sectionDoc{{
+			title: "Export options, as knfsd's (exports(5)), safe by default:",
+			items: []itemDoc{
+				{"secure | insecure", "calls over TCP only from ports below 1024 (root's); default secure. " +
+					"RDMA connections count as secure, as in knfsd"},
+				{"root_squash | no_root_squash", "uid/gid 0 served as anonuid/anongid (default root_squash)"},
+				{"all_squash | no_all_squash", "everyone served as anonuid/anongid (default no_all_squash)"},
+				{"anonuid=N, anongid=N", "the anonymous identity (default 65534)"},
+				{"clients=LIST", "addresses and networks (CIDR) joined by +, or *; default: this host only " +
+					"(the address served on)"},
+				{"max_connections=N", "TCP connections at once (default 256)"},
+				{"idle_timeout=SECONDS", "close idle connections (default 360; 0 never)"},
+			},
+		}},
+	},
+	{
+		synopsis: "rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]",
+		text: "Print the statistics of the rdmafs mount at each MOUNTPOINT (all rdmafs mounts if none) " +
+			"as its block of /proc/self/mountstats, which nfs-utils' mountstats reads:",
+		examples: []string{"rdmafs stats >FILE; mountstats -f FILE"},
+		items: []itemDoc{
+			{"-json", "one JSON object per mount and line, every counter by name"},
+			{"-i", "every SECONDS, COUNT times (default: until killed): the rates of the last interval " +
+				"as nfsiostat shows them (the first report since the mount); with -json, the counters"},
+		},
+	},
+}
+
+// exitDoc documents the exit status.
+const exitDoc = "Exit status: 0 success, 2 bad usage or options, 32 the mount failed, 1 any other failure."
+
+// usageWidth is the width -h wraps its lines to.
+const usageWidth = 79
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	for i, c := range commandDocs {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("  " + c.synopsis + "\n")
+		wrapText(&b, c.text, "      ", "      ")
+		// Examples before the items are what the text announces.
+		if c.after == "" {
+			writeExamples(&b, c.examples)
+		}
+		writeItems(&b, c.items)
+		for _, sec := range c.sections {
+			wrapText(&b, sec.title, "      ", "      ")
+			writeItems(&b, sec.items)
+		}
+		if c.after != "" {
+			wrapText(&b, c.after, "      ", "      ")
+			writeExamples(&b, c.examples)
+		}
+		if c.tail != "" {
+			wrapText(&b, c.tail, "      ", "      ")
+		}
+	}
+	b.WriteString("\n")
+	wrapText(&b, exitDoc, "", "")
+	b.WriteString("\nMount options:\n")
+	b.WriteString(mountopts.Usage())
+	io.WriteString(w, b.String())
+}
+
+// writeItems writes items as a table: the syntax, then the help wrapped in
+// a column of its own; a syntax too long for the column gets the help
+// after it.
+func writeItems(b *strings.Builder, items []itemDoc) {
+	width := 0
+	for _, it := range items {
+		width = max(width, min(len(it.syntax), 16))
+	}
+	for _, it := range items {
+		head := fmt.Sprintf("        %-*s  ", width, it.syntax)
+		if len(it.syntax) > width {
+			head = "        " + it.syntax + "  "
+		}
+		wrapText(b, it.help, head, strings.Repeat(" ", 8+width+2))
+	}
+}
+
+func writeExamples(b *strings.Builder, lines []string) {
+	for _, l := range lines {
+		b.WriteString("        " + l + "\n")
+	}
+}
+
+// wrapText writes text as lines of at most usageWidth columns; the first
+// starts with first, the others with cont.
+func wrapText(b *strings.Builder, text, first, cont string) {
+	line, empty := first, true
+	for _, word := range strings.Fields(text) {
+		if !empty && len(line)+1+len(word) > usageWidth {
+			b.WriteString(line + "\n")
+			line, empty = cont, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += word
+		empty = false
+	}
+	b.WriteString(line + "\n")
+}
