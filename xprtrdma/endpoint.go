@@ -106,7 +106,10 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	if depth <= 0 {
 		depth = cfg.Credits*5 + 8
 	}
-	own := PrivateData{Flags: PrivRemoteInvalidate, SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
+	own := PrivateData{SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
+	if remoteInvalidateOK(memreg) {
+		own.Flags |= PrivRemoteInvalidate
+	}
 	start := time.Now()
 	ep.conn, err = ep.pd.Dial(ctx, cfg.Addr, verbs.ConnConfig{
 		SendDepth: depth, RecvDepth: min(2*cfg.Credits+8, max(caps.MaxQPWR, 2*cfg.Credits+8)),
