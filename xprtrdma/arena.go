@@ -2,6 +2,7 @@ package xprtrdma
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -59,8 +60,9 @@ func (b *block) PutBuffer(*sunrpc.Buffer) { b.release() }
 // buffer hands the block out as a Buffer of n bytes.
 func (b *block) buffer(n int) *sunrpc.Buffer { return sunrpc.NewBuffer(b.bytes()[:n], b) }
 
-// get returns a free block, waiting for one until ctx ends.
-func (a *arena) get(ctx context.Context) (*block, error) {
+// get returns a free block, waiting for one until ctx ends or lost
+// closes (the connection the block is for has ended: errLost).
+func (a *arena) get(ctx context.Context, lost <-chan struct{}) (*block, error) {
 	select {
 	case b := <-a.free:
 		return b, nil
@@ -71,8 +73,13 @@ func (a *arena) get(ctx context.Context) (*block, error) {
 		return b, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-lost:
+		return nil, errLost
 	}
 }
+
+// errLost is the error of a wait that ended because the connection did.
+var errLost = errors.New("connection lost while waiting for a buffer")
 
 // tryGet returns a free block, or nil if there is none.
 func (a *arena) tryGet() *block {

@@ -42,6 +42,7 @@ type endpoint struct {
 	err      error
 	lost     chan struct{}
 	loopDone chan struct{} // closed when the completion loop ends
+	down     chan struct{} // closed when teardown has released everything
 	idle     *time.Timer
 
 	hdr    Header // the completion loop's header scratch
@@ -56,7 +57,7 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}), loopDone: make(chan struct{}), granted: 1,
+	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}), loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1,
 		pending: make(map[uint32]*request), reqs: make([]request, cfg.Credits)}
 	for i := range ep.reqs {
 		ep.reqs[i].slot = i
@@ -185,56 +186,66 @@ func (ep *endpoint) wakeLocked() {
 }
 
 // send sends call with the credit and request r (from credit) and
-// registers it for its reply; the reply completes r.
+// registers it for its reply; the reply completes r. Every wait (for a
+// Send or Receive buffer, for a chunk buffer) comes before the post lock,
+// and ends when the connection does, so teardown never waits for a call
+// that waits.
 func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) error {
 	t := ep.t
-	ep.postMu.RLock()
-	defer ep.postMu.RUnlock()
 	ep.mu.Lock()
 	r.reset(call)
 	ep.pending[call.Xid] = r
 	ep.mu.Unlock()
+	var recv *block
 	fail := func(err error) error {
+		if recv != nil {
+			recv.release()
+		}
 		ep.mu.Lock()
 		delete(ep.pending, call.Xid)
 		ep.mu.Unlock()
 		ep.unwind(r)
 		return err
 	}
-	if ep.closed {
-		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
-	}
-	send, err := t.small.get(ctx)
+	p, err := ep.plan(call)
 	if err != nil {
+		t.stats.failedMarshal.Add(1)
 		return fail(err)
 	}
-	r.send = send
-	// A Receive for the reply goes up before the Send.
-	if err := ep.postRecv(ctx); err != nil {
-		ep.fail(err)
-		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	if r.send, err = t.small.get(ctx, ep.lost); err != nil {
+		return fail(ep.waitError(err))
+	}
+	if recv, err = t.small.get(ctx, ep.lost); err != nil {
+		return fail(ep.waitError(err))
+	}
+	if err := ep.take(ctx, r, &p); err != nil {
+		return fail(ep.waitError(err))
+	}
+
+	ep.postMu.RLock()
+	defer ep.postMu.RUnlock()
+	if ep.closed {
+		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
 	}
 	var wr verbs.SendWR
 	var sgl [3]verbs.SGE
 	var h Header
-	if err := ep.marshal(ctx, r, &h, &wr, &sgl); err != nil {
+	if err := ep.marshal(r, &p, &h, &wr, &sgl); err != nil {
+		// A bind or registration failed: the connection is broken.
 		// Registrations made for the call are undone here; windows bound
 		// for it can only be invalidated by ending the connection (an
 		// invalidation would complete after the request is gone).
-		if _, ok := ep.reg.(perCall); ok {
-			ep.reg.revoke(r, 0, false)
-		} else if len(r.mws) > 0 {
-			ep.fail(err)
-		}
-		switch {
-		case errors.Is(err, ErrMarshal):
-			t.stats.failedMarshal.Add(1)
-		case ctx.Err() == nil:
-			// A bind or registration failed: the connection is broken.
-			ep.fail(err)
-			err = fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err)
-		}
-		return fail(err)
+		ep.revokeUnsent(r)
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	// A Receive for the reply goes up before the Send.
+	err = ep.postRecv(recv)
+	recv = nil // posted, or given back by postRecv
+	if err != nil {
+		ep.revokeUnsent(r)
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	ep.mu.Lock()
 	r.waiting++ // the Send's completion
@@ -251,6 +262,24 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	return nil
+}
+
+// waitError is the error of a call whose wait for a buffer ended: the
+// context's, or the connection's end.
+func (ep *endpoint) waitError(err error) error {
+	if errors.Is(err, errLost) {
+		return fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
+	}
+	return err
+}
+
+// revokeUnsent undoes the per-call registrations of a call that will not
+// be sent. (Its windows, if any, die with the connection, which the
+// caller ends.)
+func (ep *endpoint) revokeUnsent(r *request) {
+	if _, ok := ep.reg.(perCall); ok {
+		ep.reg.revoke(r, 0, false)
+	}
 }
 
 // unwind gives back what a call that was never sent took: its blocks and
@@ -278,12 +307,8 @@ func (ep *endpoint) returnCredit() {
 	ep.mu.Unlock()
 }
 
-// postRecv posts a Receive buffer.
-func (ep *endpoint) postRecv(ctx context.Context) error {
-	b, err := ep.t.small.get(ctx)
-	if err != nil {
-		return err
-	}
+// postRecv posts the Receive buffer b, or gives it back if it cannot.
+func (ep *endpoint) postRecv(b *block) error {
 	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.off(), Length: ep.t.small.blockSize}}
 	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: wrID(wrRecv, b.idx), SGL: sge[:]}); err != nil {
 		b.release()
@@ -558,6 +583,7 @@ func (ep *endpoint) teardown() {
 		}
 	}
 	ep.release()
+	close(ep.down)
 }
 
 // release frees the endpoint's verbs resources.
