@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -25,6 +26,7 @@ type endpoint struct {
 	reg     registrar
 
 	inlineSend, inlineRecv int // negotiated with the server (RFC 8797)
+	credits                int // asked of the server: slot_table_entries, or what the device holds
 
 	// postMu orders posting against teardown: RoundTrip holds it shared
 	// while it posts, teardown exclusively before it destroys the queue
@@ -46,7 +48,7 @@ type endpoint struct {
 	idle     *time.Timer
 
 	hdr    Header // the completion loop's header scratch
-	worked bool   // a reply came: the connection is good (completion loop only)
+	worked atomic.Bool // a reply came: the connection is good
 }
 
 // dial makes a connection to the server and its endpoint.
@@ -57,12 +59,8 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}), loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1,
-		pending: make(map[uint32]*request), reqs: make([]request, cfg.Credits)}
-	for i := range ep.reqs {
-		ep.reqs[i].slot = i
-		ep.free = append(ep.free, &ep.reqs[i])
-	}
+	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}),
+		loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1, pending: make(map[uint32]*request)}
 	if err := ep.setup(ctx); err != nil {
 		ep.release()
 		return nil, err
@@ -72,8 +70,10 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	return ep, nil
 }
 
-// setup allocates the protection domain, registers the arenas, chooses the
-// registration strategy and connects.
+// setup allocates the protection domain, chooses the registration
+// strategy and the credits the device can serve, connects, and registers
+// the arenas (after the connect: an attempt the server refuses costs no
+// registration).
 func (ep *endpoint) setup(ctx context.Context) error {
 	t := ep.t
 	cfg := &t.cfg
@@ -81,8 +81,9 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	if ep.pd, err = ep.dev.AllocPD(); err != nil {
 		return err
 	}
+	caps := ep.dev.Caps()
 	memreg := cfg.MemReg
-	if memreg == MemRegMW && !ep.dev.Caps().MemoryWindows {
+	if memreg == MemRegMW && !caps.MemoryWindows {
 		t.logOnce("memreg=mw: device %s has no memory windows; registering per call instead (memreg=register)", ep.dev.Name())
 		memreg = MemRegRegister
 	}
@@ -94,26 +95,27 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	default:
 		ep.reg = persistent{ep: ep}
 	}
-	if ep.smallMR, err = ep.pd.Register(t.small.mem, 0, len(t.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
-		return err
+	ep.credits = fitCredits(cfg.Credits, memreg, caps)
+	if ep.credits < cfg.Credits {
+		send, recv := queueDepths(cfg.Credits, memreg)
+		t.logOnce("slot_table_entries=%d: device %s holds %d work requests per queue and %d completions, "+
+			"%d credits with memreg=%v need %d and %d; asking for %d credits",
+			cfg.Credits, ep.dev.Name(), caps.MaxQPWR, caps.MaxCQE, cfg.Credits, memreg, max(send, recv), send+recv, ep.credits)
 	}
-	if ep.chunkMR, err = ep.pd.Register(t.chunks.mem, 0, len(t.chunks.mem.Bytes()), ep.reg.arenaAccess()); err != nil {
-		return err
+	ep.reqs = make([]request, ep.credits)
+	for i := range ep.reqs {
+		ep.reqs[i].slot = i
+		ep.free = append(ep.free, &ep.reqs[i])
 	}
 
-	caps := ep.dev.Caps()
-	// Each call needs a Send, up to two binds and two invalidations.
-	depth := min(cfg.Credits*5+8, caps.MaxQPWR)
-	if depth <= 0 {
-		depth = cfg.Credits*5 + 8
-	}
+	send, recv := queueDepths(ep.credits, memreg)
 	own := PrivateData{SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
 	if remoteInvalidateOK(memreg) {
 		own.Flags |= PrivRemoteInvalidate
 	}
 	start := time.Now()
 	ep.conn, err = ep.pd.Dial(ctx, cfg.Addr, verbs.ConnConfig{
-		SendDepth: depth, RecvDepth: min(2*cfg.Credits+8, max(caps.MaxQPWR, 2*cfg.Credits+8)),
+		SendDepth: send, RecvDepth: recv,
 		MaxSendSGE: 3, MaxRecvSGE: 1,
 		// The server pulls read chunks with RDMA Read: let it have as
 		// many outstanding as the device allows (Linux asks for up to
@@ -127,11 +129,65 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := ep.register(); err != nil {
+		ep.conn.Close()
+		ep.conn = nil
+		return err
+	}
 	t.stats.connectCount.Add(1)
 	peer, _ := DecodePrivateData(ep.conn.PeerPrivateData())
 	ep.inlineSend = min(cfg.MaxInlineWrite, peer.RecvSize, t.small.blockSize)
 	ep.inlineRecv = min(cfg.MaxInlineRead, peer.SendSize, t.small.blockSize)
 	return nil
+}
+
+// register registers the transport's arenas in the endpoint's PD.
+func (ep *endpoint) register() error {
+	t := ep.t
+	var err error
+	if ep.smallMR, err = ep.pd.Register(t.small.mem, 0, len(t.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+		return fmt.Errorf("registering the Send and Receive buffers: %w", err)
+	}
+	if ep.chunkMR, err = ep.pd.Register(t.chunks.mem, 0, len(t.chunks.mem.Bytes()), ep.reg.arenaAccess()); err != nil {
+		return fmt.Errorf("registering the chunk buffers: %w", err)
+	}
+	return nil
+}
+
+// queueDepths are the work requests a connection's queues must hold for
+// n credits under strategy m: per call a Send and, with memory windows,
+// up to two binds and two local invalidations; a Receive per call; and
+// some spare.
+func queueDepths(n int, m MemReg) (send, recv int) {
+	perCall := 1
+	if m == MemRegMW {
+		perCall = 5
+	}
+	return perCall*n + 8, n + 8
+}
+
+// fitCredits is the largest number of credits, up to want, whose queues
+// and completion queue the device can hold (as the Linux client lowers
+// its slot table to what the device takes).
+func fitCredits(want int, m MemReg, caps verbs.Caps) int {
+	fits := func(n int) bool {
+		send, recv := queueDepths(n, m)
+		return (caps.MaxQPWR <= 0 || max(send, recv) <= caps.MaxQPWR) &&
+			(caps.MaxCQE <= 0 || send+recv <= caps.MaxCQE)
+	}
+	if fits(want) {
+		return want
+	}
+	lo, hi := 1, want
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // credit takes a credit and a request for a call, waiting while as many
@@ -426,7 +482,7 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	delete(ep.pending, h.Xid)
 	if derr == nil && h.Vers == Version {
 		// A grant of 0 counts as 1; more than asked for is not used.
-		ep.granted = min(max(int(h.Credits), 1), t.cfg.Credits)
+		ep.granted = min(max(int(h.Credits), 1), ep.credits)
 	}
 	r.replied = true
 	r.recv = b
@@ -450,8 +506,7 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	if err != nil {
 		t.stats.badReplies.Add(1)
 	} else {
-		if !ep.worked {
-			ep.worked = true
+		if !ep.worked.Swap(true) {
 			t.connected()
 		}
 		t.stats.rdmaReplyBytes.Add(uint64(len(payload)))

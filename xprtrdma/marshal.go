@@ -152,7 +152,7 @@ func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
 func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
 	t := ep.t
 	call := r.call
-	*h = Header{Xid: call.Xid, Vers: Version, Credits: uint32(t.cfg.Credits), Proc: ProcMsg}
+	*h = Header{Xid: call.Xid, Vers: Version, Credits: uint32(ep.credits), Proc: ProcMsg}
 
 	// What the reply may need.
 	switch p.reply {
