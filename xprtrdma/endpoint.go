@@ -47,7 +47,7 @@ type endpoint struct {
 	down     chan struct{} // closed when teardown has released everything
 	idle     *time.Timer
 
-	hdr    Header // the completion loop's header scratch
+	hdr    Header      // the completion loop's header scratch
 	worked atomic.Bool // a reply came: the connection is good
 }
 
