@@ -29,6 +29,7 @@ type connection struct {
 	root         nfs3.FH
 	rootAttr     nfs3.Fattr
 	rsize, wsize int
+	abandoned    bool // by abandon: the server is gone
 }
 
 // connect mounts the export: it asks mountd for the root handle, sets up
@@ -203,8 +204,21 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 	return nil, fmt.Errorf("proto=%v is not supported", o.Proto)
 }
 
+// abandon closes the clients at once: every call under way ends. The
+// server is not told (close then does nothing more).
+func (c *connection) abandon() {
+	c.abandoned = true
+	c.mount.Close()
+	if c.nfs != nil {
+		c.nfs.RPC().Close()
+	}
+}
+
 // close tells mountd the export is no longer used and closes the clients.
 func (c *connection) close(ctx context.Context) {
+	if c.abandoned {
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, mountTimeout)
 	defer cancel()
 	_ = c.mount.Umnt(cctx, nil, c.export)
