@@ -35,8 +35,9 @@ type Config struct {
 	Logf           func(format string, args ...any)
 }
 
-// Reconnect backoff, as the Linux client's: a lost connection is dialled
-// again after 5 s, doubling to 30 s while attempts fail.
+// Reconnect backoff, as the Linux client's: after a failed attempt (or a
+// connection that failed before any reply) the next waits 5 s, doubling
+// to 30 s while attempts fail.
 const (
 	initialBackoff = 5 * time.Second
 	maxBackoff     = 30 * time.Second
