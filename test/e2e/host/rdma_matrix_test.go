@@ -203,7 +203,11 @@ func testServerKilled(t *testing.T, memreg, mode, op string) {
 	if b, err := os.ReadFile(filepath.Join(s.dir, "after")); err != nil || string(b) != "back" {
 		t.Fatalf("server copy of a file written after the restart: %q, %v", b, err)
 	}
-	t.Logf("first call after the restart done in %v", time.Since(start).Round(time.Millisecond))
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the first call after the server came back took %v", d)
+	} else {
+		t.Logf("first call after the restart done in %v", d.Round(time.Millisecond))
+	}
 	if op == "read" {
 		got, err := os.ReadFile(name)
 		if err != nil {
