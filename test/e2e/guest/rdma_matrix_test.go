@@ -45,6 +45,28 @@ func TestRDMAMatrix(t *testing.T) {
 			}
 		}
 	}
+	// proto=rdma at knfsd's TCP port and at a port where nothing
+	// listens: the mount fails at once and says what answered.
+	for _, c := range []struct{ name, port, want string }{
+		{"tcp-port", "2049", "a TCP service answers on that port"},
+		{"nothing", "20099", "no RPC-over-RDMA listener at"},
+	} {
+		t.Run("mount-error/"+c.name, func(t *testing.T) {
+			dir := mountPoint(t, "rdmafs-err")
+			defer os.Remove(dir)
+			start := time.Now()
+			out, err := exec.Command(bin, "-o", "proto=rdma,vers=3,port="+c.port, e.Addr+":"+e.Export, dir).CombinedOutput()
+			d := time.Since(start)
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 32 || !strings.Contains(string(out), c.want) {
+				t.Errorf("mount: %v, %q; want exit 32 and %q", err, out, c.want)
+			}
+			if d > 15*time.Second {
+				t.Errorf("took %v to fail", d)
+			}
+			t.Logf("after %v: %s", d.Round(time.Millisecond), out)
+		})
+	}
 	for i, opt := range []string{"rw", "ro", "workers=1"} {
 		t.Run("kernel-on-serve/"+opt, func(t *testing.T) {
 			dir := t.TempDir()
