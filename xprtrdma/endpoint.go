@@ -250,7 +250,6 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	t := ep.t
 	ep.mu.Lock()
 	r.reset(call)
-	ep.pending[call.Xid] = r
 	ep.mu.Unlock()
 	var recv *block
 	fail := func(err error) error {
@@ -283,6 +282,13 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	if ep.closed {
 		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
 	}
+	// From here teardown, which waits for the post lock, finds the call
+	// in flight and owns its buffers if it never completes; before, the
+	// call's own failure gives them back (never both).
+	ep.mu.Lock()
+	ep.pending[call.Xid] = r
+	r.posted = true
+	ep.mu.Unlock()
 	var wr verbs.SendWR
 	var sgl [3]verbs.SGE
 	var h Header
@@ -620,7 +626,7 @@ func (ep *endpoint) teardown() {
 	}
 	var stuck []*request
 	for i := range ep.reqs {
-		if r := &ep.reqs[i]; r.call != nil && !r.delivered {
+		if r := &ep.reqs[i]; r.call != nil && r.posted && !r.delivered {
 			stuck = append(stuck, r)
 		}
 	}
