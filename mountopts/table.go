@@ -163,7 +163,7 @@ var table = []option{
 		func(o *Options) *bool { return &o.Sync }),
 
 	// RDMA transport.
-	number(groupRDMA, "slot_table_entries", "RPC-over-RDMA credits (calls in flight) to request from the server",
+	number(groupRDMA, "slot_table_entries", "RPC-over-RDMA credits (calls in flight) to request from the server; fewer, and logged, where the RDMA device's queues hold fewer",
 		numSpec{lo: 4, hi: 16384}, intField(func(o *Options) *int { return &o.SlotTableEntries })),
 	number(groupRDMA, "max_inline_read", "largest reply in bytes the server may send inline rather than by RDMA Write",
 		numSpec{lo: 1024, hi: 65536}, intField(func(o *Options) *int { return &o.MaxInlineRead })),

@@ -12,6 +12,13 @@ import (
 // after a failed attempt waits a backoff that doubles from MinBackoff to
 // MaxBackoff before the next. Both the TCP and the RPC-over-RDMA transport
 // keep their connection in one.
+//
+// The backoff spaces out attempts that fail; it must not keep a caller
+// waiting once the server is back. With Probe, a caller that waits out a
+// backoff asks every ProbeEvery whether the server answers, and dials at
+// once when it answers after it had been seen not to (a restart): a
+// server that answers all along but whose connections fail still gets
+// the whole backoff.
 type Redialer[C comparable] struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Dial makes a connection; ctx carries the caller's deadline. Its
@@ -22,6 +29,12 @@ type Redialer[C comparable] struct {
 	Alive func(C) bool
 	// Hangup closes a connection dialled while Close was called.
 	Hangup func(C)
+	// Probe, if set, reports whether anything answers at the server's
+	// address now, cheaply (a refused TCP connect costs one round trip)
+	// and without making a connection of the transport.
+	Probe func(ctx context.Context) bool
+	// ProbeEvery is how often a waiting caller probes; default 200 ms.
+	ProbeEvery time.Duration
 
 	mu       sync.Mutex
 	conn     C
@@ -30,6 +43,7 @@ type Redialer[C comparable] struct {
 	backoff  time.Duration
 	nextDial time.Time
 	closed   bool
+	peerGone bool // a probe found nothing answering since the last connection
 }
 
 // Get returns the live connection, dialling one if there is none. Running
@@ -62,6 +76,15 @@ func (r *Redialer[C]) Get(ctx context.Context, deadline time.Time) (C, error) {
 		r.mu.Unlock()
 
 		c, err := r.dialAfter(ctx, deadline, wait)
+		gone := false
+		if err != nil && isConnectError(err) && r.Probe != nil {
+			// Whether the server is away, or answers and fails the
+			// connections: only in the first case does its coming back
+			// end the backoff.
+			pctx, cancel := context.WithTimeout(ctx, r.probeEvery())
+			gone = !r.Probe(pctx)
+			cancel()
+		}
 
 		r.mu.Lock()
 		r.dialing = nil
@@ -75,13 +98,56 @@ func (r *Redialer[C]) Get(ctx context.Context, deadline time.Time) (C, error) {
 		if err != nil {
 			if isConnectError(err) {
 				r.backOffLocked()
+				r.peerGone = r.peerGone || gone
 			}
 			r.mu.Unlock()
 			return c, err
 		}
-		r.conn, r.have = c, true
+		r.conn, r.have, r.peerGone = c, true, false
 		r.mu.Unlock()
 		return c, nil
+	}
+}
+
+func (r *Redialer[C]) probeEvery() time.Duration {
+	if r.ProbeEvery > 0 {
+		return r.ProbeEvery
+	}
+	return 200 * time.Millisecond
+}
+
+// waitBackoff waits until the backoff ends, or, with Probe, until the
+// server answers again after it was seen away. It reports whether it
+// waited all of wait (false: the server is back).
+func (r *Redialer[C]) waitBackoff(ctx context.Context, wait time.Duration) (bool, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var tick <-chan time.Time
+	if r.Probe != nil {
+		t := time.NewTicker(r.probeEvery())
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-timer.C:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-tick:
+			pctx, cancel := context.WithTimeout(ctx, r.probeEvery())
+			up := r.Probe(pctx)
+			cancel()
+			r.mu.Lock()
+			back := up && r.peerGone
+			if !up {
+				r.peerGone = true
+			}
+			r.mu.Unlock()
+			if back {
+				return false, nil
+			}
+		}
 	}
 }
 
@@ -95,14 +161,11 @@ func (r *Redialer[C]) dialAfter(ctx context.Context, deadline time.Time, wait ti
 		if short {
 			wait = time.Until(deadline)
 		}
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return zero, ctx.Err()
+		all, err := r.waitBackoff(ctx, wait)
+		if err != nil {
+			return zero, err
 		}
-		if short {
+		if all && short {
 			return zero, ErrTimeout
 		}
 	}

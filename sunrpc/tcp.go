@@ -254,7 +254,7 @@ func (t *TCP) XprtStats() string {
 		idle = time.Since(time.Unix(0, last))
 	}
 	return fmt.Sprintf("tcp %d %d %d %d %d %d %d %d %d %d %d %d %d",
-		s.srcPort.Load(), s.bindCount.Load(), s.connectCount.Load(), s.connectTime.Load()/1e6,
+		s.srcPort.Load(), s.bindCount.Load(), s.connectCount.Load(), s.connectTime.Load()/1e9,
 		int64(idle.Seconds()), s.sends.Load(), s.recvs.Load(), s.badXids.Load(), s.reqU.Load(),
 		s.bklogU.Load(), t.cfg.MaxCalls, 0, s.inflight.Load())
 }

@@ -38,6 +38,14 @@ type Provider interface {
 	Open(ctx context.Context, name, addr string) (Device, error)
 }
 
+// Prober is a Provider that can tell cheaply whether a listener of its
+// kind answers at addr (host:port), without making a connection: a
+// transport waiting to reconnect uses it to notice that its server is
+// back.
+type Prober interface {
+	Probe(ctx context.Context, addr string) error
+}
+
 // Device is an open RDMA device.
 type Device interface {
 	Name() string
@@ -50,9 +58,9 @@ type Device interface {
 
 // Caps are the device limits a transport sizes itself by.
 type Caps struct {
-	MaxQPWR         int // work requests per queue
+	MaxQPWR         int // the largest ConnConfig.SendDepth and RecvDepth
 	MaxSGE          int // scatter/gather entries per work request
-	MaxCQE          int // entries per completion queue
+	MaxCQE          int // the largest ConnConfig.CQDepth (SendDepth+RecvDepth when it is 0)
 	MaxMRSize       uint64
 	MaxQPRdAtom     int // outstanding RDMA Reads a QP may serve (responder resources)
 	MaxQPInitRdAtom int // outstanding RDMA Reads a QP may issue (initiator depth)

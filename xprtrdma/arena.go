@@ -2,7 +2,9 @@ package xprtrdma
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -27,6 +29,7 @@ type arena struct {
 type block struct {
 	a   *arena
 	idx int
+	out atomic.Bool // handed out: a second release would give it to two users
 }
 
 func newArena(n, blockSize int) (*arena, error) {
@@ -50,8 +53,15 @@ func (b *block) bytes() []byte {
 	return b.a.mem.Bytes()[b.off() : b.off()+b.a.blockSize : b.off()+b.a.blockSize]
 }
 
-// release gives the block back to its arena.
-func (b *block) release() { b.a.free <- b }
+// release gives the block back to its arena. Releasing a block twice is
+// a bug that would hand one buffer to two calls (data of one in the
+// other): it panics rather than corrupt data.
+func (b *block) release() {
+	if !b.out.CompareAndSwap(true, false) {
+		panic(fmt.Sprintf("rpcrdma: block %d of a %d-byte arena released twice", b.idx, b.a.blockSize))
+	}
+	b.a.free <- b
+}
 
 // PutBuffer implements sunrpc.BufferPool for a block handed out by buffer.
 func (b *block) PutBuffer(*sunrpc.Buffer) { b.release() }
@@ -59,25 +69,34 @@ func (b *block) PutBuffer(*sunrpc.Buffer) { b.release() }
 // buffer hands the block out as a Buffer of n bytes.
 func (b *block) buffer(n int) *sunrpc.Buffer { return sunrpc.NewBuffer(b.bytes()[:n], b) }
 
-// get returns a free block, waiting for one until ctx ends.
-func (a *arena) get(ctx context.Context) (*block, error) {
+// get returns a free block, waiting for one until ctx ends or lost
+// closes (the connection the block is for has ended: errLost).
+func (a *arena) get(ctx context.Context, lost <-chan struct{}) (*block, error) {
 	select {
 	case b := <-a.free:
+		b.out.Store(true)
 		return b, nil
 	default:
 	}
 	select {
 	case b := <-a.free:
+		b.out.Store(true)
 		return b, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-lost:
+		return nil, errLost
 	}
 }
+
+// errLost is the error of a wait that ended because the connection did.
+var errLost = errors.New("connection lost while waiting for a buffer")
 
 // tryGet returns a free block, or nil if there is none.
 func (a *arena) tryGet() *block {
 	select {
 	case b := <-a.free:
+		b.out.Store(true)
 		return b
 	default:
 		return nil

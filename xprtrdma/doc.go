@@ -14,11 +14,14 @@
 // valid after its call), per-call registration, or one persistent
 // registration for trusted fabrics.
 //
-// The transport follows the Linux client where DESIGN.md says it must:
-// credits start at 1 per connection and never exceed the server's grant, a
-// Receive is posted before every Send, a call is never retransmitted on
-// the connection that lost it, and a lost connection is redialled with a
-// backoff of 5 s doubling to 30 s.
+// The transport follows the Linux client: credits start at 1 per
+// connection and never exceed the server's grant (nor what the device's
+// queues hold), a Receive is posted before every Send, a call is never
+// retransmitted on the connection that lost it, and failed connection
+// attempts back off from 5 s doubling to 30 s. A lost connection that
+// carried replies is redialled at once, and a caller waiting out a
+// backoff dials as soon as the server answers again (with a provider that
+// can probe).
 //
 // The server (Listener) takes connections for `rdmafs serve -o proto=rdma`
 // and hands whole RPC calls to an nfs3/server Session: it pulls read

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -25,6 +26,7 @@ type endpoint struct {
 	reg     registrar
 
 	inlineSend, inlineRecv int // negotiated with the server (RFC 8797)
+	credits                int // asked of the server: slot_table_entries, or what the device holds
 
 	// postMu orders posting against teardown: RoundTrip holds it shared
 	// while it posts, teardown exclusively before it destroys the queue
@@ -42,10 +44,11 @@ type endpoint struct {
 	err      error
 	lost     chan struct{}
 	loopDone chan struct{} // closed when the completion loop ends
+	down     chan struct{} // closed when teardown has released everything
 	idle     *time.Timer
 
-	hdr    Header // the completion loop's header scratch
-	worked bool   // a reply came: the connection is good (completion loop only)
+	hdr    Header      // the completion loop's header scratch
+	worked atomic.Bool // a reply came: the connection is good
 }
 
 // dial makes a connection to the server and its endpoint.
@@ -56,12 +59,8 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}), loopDone: make(chan struct{}), granted: 1,
-		pending: make(map[uint32]*request), reqs: make([]request, cfg.Credits)}
-	for i := range ep.reqs {
-		ep.reqs[i].slot = i
-		ep.free = append(ep.free, &ep.reqs[i])
-	}
+	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}),
+		loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1, pending: make(map[uint32]*request)}
 	if err := ep.setup(ctx); err != nil {
 		ep.release()
 		return nil, err
@@ -71,8 +70,10 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	return ep, nil
 }
 
-// setup allocates the protection domain, registers the arenas, chooses the
-// registration strategy and connects.
+// setup allocates the protection domain, chooses the registration
+// strategy and the credits the device can serve, connects, and registers
+// the arenas (after the connect: an attempt the server refuses costs no
+// registration).
 func (ep *endpoint) setup(ctx context.Context) error {
 	t := ep.t
 	cfg := &t.cfg
@@ -80,8 +81,9 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	if ep.pd, err = ep.dev.AllocPD(); err != nil {
 		return err
 	}
+	caps := ep.dev.Caps()
 	memreg := cfg.MemReg
-	if memreg == MemRegMW && !ep.dev.Caps().MemoryWindows {
+	if memreg == MemRegMW && !caps.MemoryWindows {
 		t.logOnce("memreg=mw: device %s has no memory windows; registering per call instead (memreg=register)", ep.dev.Name())
 		memreg = MemRegRegister
 	}
@@ -93,23 +95,27 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	default:
 		ep.reg = persistent{ep: ep}
 	}
-	if ep.smallMR, err = ep.pd.Register(t.small.mem, 0, len(t.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
-		return err
+	ep.credits = fitCredits(cfg.Credits, memreg, caps)
+	if ep.credits < cfg.Credits {
+		send, recv := queueDepths(cfg.Credits, memreg)
+		t.logOnce("slot_table_entries=%d: device %s holds %d work requests per queue and %d completions, "+
+			"%d credits with memreg=%v need %d and %d; asking for %d credits",
+			cfg.Credits, ep.dev.Name(), caps.MaxQPWR, caps.MaxCQE, cfg.Credits, memreg, max(send, recv), send+recv, ep.credits)
 	}
-	if ep.chunkMR, err = ep.pd.Register(t.chunks.mem, 0, len(t.chunks.mem.Bytes()), ep.reg.arenaAccess()); err != nil {
-		return err
+	ep.reqs = make([]request, ep.credits)
+	for i := range ep.reqs {
+		ep.reqs[i].slot = i
+		ep.free = append(ep.free, &ep.reqs[i])
 	}
 
-	caps := ep.dev.Caps()
-	// Each call needs a Send, up to two binds and two invalidations.
-	depth := min(cfg.Credits*5+8, caps.MaxQPWR)
-	if depth <= 0 {
-		depth = cfg.Credits*5 + 8
+	send, recv := queueDepths(ep.credits, memreg)
+	own := PrivateData{SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
+	if remoteInvalidateOK(memreg) {
+		own.Flags |= PrivRemoteInvalidate
 	}
-	own := PrivateData{Flags: PrivRemoteInvalidate, SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
 	start := time.Now()
 	ep.conn, err = ep.pd.Dial(ctx, cfg.Addr, verbs.ConnConfig{
-		SendDepth: depth, RecvDepth: min(2*cfg.Credits+8, max(caps.MaxQPWR, 2*cfg.Credits+8)),
+		SendDepth: send, RecvDepth: recv,
 		MaxSendSGE: 3, MaxRecvSGE: 1,
 		// The server pulls read chunks with RDMA Read: let it have as
 		// many outstanding as the device allows (Linux asks for up to
@@ -123,11 +129,65 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := ep.register(); err != nil {
+		ep.conn.Close()
+		ep.conn = nil
+		return err
+	}
 	t.stats.connectCount.Add(1)
 	peer, _ := DecodePrivateData(ep.conn.PeerPrivateData())
 	ep.inlineSend = min(cfg.MaxInlineWrite, peer.RecvSize, t.small.blockSize)
 	ep.inlineRecv = min(cfg.MaxInlineRead, peer.SendSize, t.small.blockSize)
 	return nil
+}
+
+// register registers the transport's arenas in the endpoint's PD.
+func (ep *endpoint) register() error {
+	t := ep.t
+	var err error
+	if ep.smallMR, err = ep.pd.Register(t.small.mem, 0, len(t.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+		return fmt.Errorf("registering the Send and Receive buffers: %w", err)
+	}
+	if ep.chunkMR, err = ep.pd.Register(t.chunks.mem, 0, len(t.chunks.mem.Bytes()), ep.reg.arenaAccess()); err != nil {
+		return fmt.Errorf("registering the chunk buffers: %w", err)
+	}
+	return nil
+}
+
+// queueDepths are the work requests a connection's queues must hold for
+// n credits under strategy m: per call a Send and, with memory windows,
+// up to two binds and two local invalidations; a Receive per call; and
+// some spare.
+func queueDepths(n int, m MemReg) (send, recv int) {
+	perCall := 1
+	if m == MemRegMW {
+		perCall = 5
+	}
+	return perCall*n + 8, n + 8
+}
+
+// fitCredits is the largest number of credits, up to want, whose queues
+// and completion queue the device can hold (as the Linux client lowers
+// its slot table to what the device takes).
+func fitCredits(want int, m MemReg, caps verbs.Caps) int {
+	fits := func(n int) bool {
+		send, recv := queueDepths(n, m)
+		return (caps.MaxQPWR <= 0 || max(send, recv) <= caps.MaxQPWR) &&
+			(caps.MaxCQE <= 0 || send+recv <= caps.MaxCQE)
+	}
+	if fits(want) {
+		return want
+	}
+	lo, hi := 1, want
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // credit takes a credit and a request for a call, waiting while as many
@@ -182,56 +242,72 @@ func (ep *endpoint) wakeLocked() {
 }
 
 // send sends call with the credit and request r (from credit) and
-// registers it for its reply; the reply completes r.
+// registers it for its reply; the reply completes r. Every wait (for a
+// Send or Receive buffer, for a chunk buffer) comes before the post lock,
+// and ends when the connection does, so teardown never waits for a call
+// that waits.
 func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) error {
 	t := ep.t
-	ep.postMu.RLock()
-	defer ep.postMu.RUnlock()
 	ep.mu.Lock()
 	r.reset(call)
-	ep.pending[call.Xid] = r
 	ep.mu.Unlock()
+	var recv *block
 	fail := func(err error) error {
+		if recv != nil {
+			recv.release()
+		}
 		ep.mu.Lock()
 		delete(ep.pending, call.Xid)
 		ep.mu.Unlock()
 		ep.unwind(r)
 		return err
 	}
+	p, err := ep.plan(call)
+	if err != nil {
+		t.stats.failedMarshal.Add(1)
+		return fail(err)
+	}
+	if r.send, err = t.small.get(ctx, ep.lost); err != nil {
+		return fail(ep.waitError(err))
+	}
+	if recv, err = t.small.get(ctx, ep.lost); err != nil {
+		return fail(ep.waitError(err))
+	}
+	if err := ep.take(ctx, r, &p); err != nil {
+		return fail(ep.waitError(err))
+	}
+
+	ep.postMu.RLock()
+	defer ep.postMu.RUnlock()
 	if ep.closed {
 		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
 	}
-	send, err := t.small.get(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	r.send = send
-	// A Receive for the reply goes up before the Send.
-	if err := ep.postRecv(ctx); err != nil {
-		ep.fail(err)
-		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
-	}
+	// From here teardown, which waits for the post lock, finds the call
+	// in flight and owns its buffers if it never completes; before, the
+	// call's own failure gives them back (never both).
+	ep.mu.Lock()
+	ep.pending[call.Xid] = r
+	r.posted = true
+	ep.mu.Unlock()
 	var wr verbs.SendWR
 	var sgl [3]verbs.SGE
 	var h Header
-	if err := ep.marshal(ctx, r, &h, &wr, &sgl); err != nil {
+	if err := ep.marshal(r, &p, &h, &wr, &sgl); err != nil {
+		// A bind or registration failed: the connection is broken.
 		// Registrations made for the call are undone here; windows bound
 		// for it can only be invalidated by ending the connection (an
 		// invalidation would complete after the request is gone).
-		if _, ok := ep.reg.(perCall); ok {
-			ep.reg.revoke(r, 0, false)
-		} else if len(r.mws) > 0 {
-			ep.fail(err)
-		}
-		switch {
-		case errors.Is(err, ErrMarshal):
-			t.stats.failedMarshal.Add(1)
-		case ctx.Err() == nil:
-			// A bind or registration failed: the connection is broken.
-			ep.fail(err)
-			err = fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err)
-		}
-		return fail(err)
+		ep.revokeUnsent(r)
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	// A Receive for the reply goes up before the Send.
+	err = ep.postRecv(recv)
+	recv = nil // posted, or given back by postRecv
+	if err != nil {
+		ep.revokeUnsent(r)
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	ep.mu.Lock()
 	r.waiting++ // the Send's completion
@@ -248,6 +324,24 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	return nil
+}
+
+// waitError is the error of a call whose wait for a buffer ended: the
+// context's, or the connection's end.
+func (ep *endpoint) waitError(err error) error {
+	if errors.Is(err, errLost) {
+		return fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
+	}
+	return err
+}
+
+// revokeUnsent undoes the per-call registrations of a call that will not
+// be sent. (Its windows, if any, die with the connection, which the
+// caller ends.)
+func (ep *endpoint) revokeUnsent(r *request) {
+	if _, ok := ep.reg.(perCall); ok {
+		ep.reg.revoke(r, 0, false)
+	}
 }
 
 // unwind gives back what a call that was never sent took: its blocks and
@@ -275,12 +369,8 @@ func (ep *endpoint) returnCredit() {
 	ep.mu.Unlock()
 }
 
-// postRecv posts a Receive buffer.
-func (ep *endpoint) postRecv(ctx context.Context) error {
-	b, err := ep.t.small.get(ctx)
-	if err != nil {
-		return err
-	}
+// postRecv posts the Receive buffer b, or gives it back if it cannot.
+func (ep *endpoint) postRecv(b *block) error {
 	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.off(), Length: ep.t.small.blockSize}}
 	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: wrID(wrRecv, b.idx), SGL: sge[:]}); err != nil {
 		b.release()
@@ -398,7 +488,7 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	delete(ep.pending, h.Xid)
 	if derr == nil && h.Vers == Version {
 		// A grant of 0 counts as 1; more than asked for is not used.
-		ep.granted = min(max(int(h.Credits), 1), t.cfg.Credits)
+		ep.granted = min(max(int(h.Credits), 1), ep.credits)
 	}
 	r.replied = true
 	r.recv = b
@@ -422,8 +512,7 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	if err != nil {
 		t.stats.badReplies.Add(1)
 	} else {
-		if !ep.worked {
-			ep.worked = true
+		if !ep.worked.Swap(true) {
 			t.connected()
 		}
 		t.stats.rdmaReplyBytes.Add(uint64(len(payload)))
@@ -537,7 +626,7 @@ func (ep *endpoint) teardown() {
 	}
 	var stuck []*request
 	for i := range ep.reqs {
-		if r := &ep.reqs[i]; r.call != nil && !r.delivered {
+		if r := &ep.reqs[i]; r.call != nil && r.posted && !r.delivered {
 			stuck = append(stuck, r)
 		}
 	}
@@ -555,6 +644,7 @@ func (ep *endpoint) teardown() {
 		}
 	}
 	ep.release()
+	close(ep.down)
 }
 
 // release frees the endpoint's verbs resources.

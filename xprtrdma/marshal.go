@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -51,39 +52,120 @@ func (h *Header) encodedLen() int {
 	return n
 }
 
-// marshal prepares r's call: it takes the buffers its chunks need,
-// exposes them, and builds the Send. Binds a memory window needs are
-// posted on the way; the Send itself is the caller's to post.
-func (ep *endpoint) marshal(ctx context.Context, r *request, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
-	t := ep.t
-	call := r.call
-	*h = Header{Xid: call.Xid, Vers: Version, Credits: uint32(t.cfg.Credits), Proc: ProcMsg}
+// replyWay is how a call's reply may come back.
+type replyWay uint8
 
-	// What the reply may need.
+const (
+	replyInline replyWay = iota
+	replyWrite           // READ data in a write chunk, the rest inline
+	replyChunk           // the whole reply in a reply chunk (RDMA_NOMSG)
+)
+
+// callWay is how a call goes out.
+type callWay uint8
+
+const (
+	callInline    callWay = iota // whole in the Send (RDMA_MSG)
+	callReadChunk                // its payload in a read chunk, the rest inline
+	callNoMsg                    // whole in a position-zero read chunk (RDMA_NOMSG)
+)
+
+// plan is how a call goes and what it needs, decided before any buffer is
+// taken, so that every wait for a buffer comes before the connection's
+// post lock is taken (teardown must never wait for a call that waits).
+type plan struct {
+	reply replyWay
+	call  callWay
+	// stage: the call needs a chunk buffer for a copy (an RDMA_NOMSG
+	// call, or a payload outside the chunk arena).
+	stage bool
+	pad   int // the payload's XDR pad
+	msg   int // the whole RPC message's length
+}
+
+// plan decides how call goes on this connection.
+func (ep *endpoint) plan(call *sunrpc.Call) (plan, error) {
+	t := ep.t
+	var p plan
+	h := Header{}
 	switch {
 	case call.ReplyPayload > 0 && call.ReplyPayload+replySlack > ep.inlineRecv:
 		if call.ReplyPayload > t.chunks.blockSize {
-			return fmt.Errorf("%w: reply payload of %d bytes, chunks hold %d", ErrMarshal, call.ReplyPayload, t.chunks.blockSize)
+			return p, fmt.Errorf("%w: reply payload of %d bytes, chunks hold %d", ErrMarshal, call.ReplyPayload, t.chunks.blockSize)
 		}
-		b, err := t.chunks.get(ctx)
-		if err != nil {
+		p.reply = replyWrite
+		h.Writes[0].N, h.NWrites = 1, 1
+	case call.ReplyMax > ep.inlineRecv:
+		p.reply = replyChunk
+		h.Reply.N, h.HasReply = 1, true
+	}
+	p.pad = xdr.Pad(len(call.Payload))
+	p.msg = len(call.Head) + len(call.Payload) + p.pad + len(call.Tail)
+	hlen := h.encodedLen()
+	switch {
+	case hlen+p.msg <= ep.inlineSend:
+		p.call = callInline
+	case call.Payload != nil && hlen+readEntry+len(call.Head)+len(call.Tail) <= ep.inlineSend:
+		p.call = callReadChunk
+		if _, ok := t.chunks.offsetOf(call.Payload); !ok {
+			if len(call.Payload) > t.chunks.blockSize {
+				return p, fmt.Errorf("%w: payload of %d bytes, chunks hold %d", ErrMarshal, len(call.Payload), t.chunks.blockSize)
+			}
+			p.stage = true
+		}
+	default:
+		if p.msg > t.chunks.blockSize {
+			return p, fmt.Errorf("%w: call of %d bytes, chunks hold %d", ErrMarshal, p.msg, t.chunks.blockSize)
+		}
+		p.call, p.stage = callNoMsg, true
+	}
+	return p, nil
+}
+
+// take takes the chunk buffers plan p needs for r, waiting for them until
+// ctx ends or the connection is lost.
+func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
+	chunks := ep.t.chunks
+	var err error
+	switch p.reply {
+	case replyWrite:
+		if r.write, err = chunks.get(ctx, ep.lost); err != nil {
 			return err
 		}
-		r.write = b
-		seg, err := ep.reg.expose(r, b.off(), call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+	case replyChunk:
+		if r.reply, err = chunks.get(ctx, ep.lost); err != nil {
+			return err
+		}
+	}
+	if p.stage {
+		if r.stage, err = chunks.get(ctx, ep.lost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// marshal builds r's call as planned, in the buffers take took: it
+// exposes the chunks and builds the Send. Binds a memory window needs are
+// posted on the way (the caller holds the post lock); the Send itself is
+// the caller's to post. It never waits.
+func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
+	t := ep.t
+	call := r.call
+	*h = Header{Xid: call.Xid, Vers: Version, Credits: uint32(ep.credits), Proc: ProcMsg}
+
+	// What the reply may need.
+	switch p.reply {
+	case replyWrite:
+		seg, err := ep.reg.expose(r, r.write.off(), call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
 		r.offerW, r.hasW = seg, true
 		h.Writes[0].Segments[0], h.Writes[0].N, h.NWrites = seg, 1, 1
 		t.stats.writeChunks.Add(1)
-	case call.ReplyMax > ep.inlineRecv:
-		b, err := t.chunks.get(ctx)
-		if err != nil {
-			return err
-		}
-		r.reply = b
-		seg, err := ep.reg.expose(r, b.off(), min(call.ReplyMax, t.chunks.blockSize), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+	case replyChunk:
+		seg, err := ep.reg.expose(r, r.reply.off(), min(call.ReplyMax, t.chunks.blockSize), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
@@ -93,15 +175,12 @@ func (ep *endpoint) marshal(ctx context.Context, r *request, h *Header, wr *verb
 	}
 
 	// How the call goes.
-	pad := xdr.Pad(len(call.Payload))
-	msgLen := len(call.Head) + len(call.Payload) + pad + len(call.Tail)
 	send := r.send.bytes()[:ep.inlineSend]
-	hlen := h.encodedLen()
-	switch {
-	case hlen+msgLen <= ep.inlineSend:
-		return ep.marshalInline(r, h, wr, sgl, send, pad)
-	case call.Payload != nil && hlen+readEntry+len(call.Head)+len(call.Tail) <= ep.inlineSend:
-		seg, err := ep.exposePayload(ctx, r, call.Payload)
+	switch p.call {
+	case callInline:
+		return ep.marshalInline(r, h, wr, sgl, send, p.pad)
+	case callReadChunk:
+		seg, err := ep.exposePayload(r, call.Payload)
 		if err != nil {
 			return err
 		}
@@ -114,21 +193,13 @@ func (ep *endpoint) marshal(ctx context.Context, r *request, h *Header, wr *verb
 		setSend(wr, sgl, r, ep.smallMR, len(buf))
 		return nil
 	default:
-		if msgLen > t.chunks.blockSize {
-			return fmt.Errorf("%w: call of %d bytes, chunks hold %d", ErrMarshal, msgLen, t.chunks.blockSize)
-		}
-		b, err := t.chunks.get(ctx)
-		if err != nil {
-			return err
-		}
-		r.stage = b
-		whole := b.bytes()[:0]
+		whole := r.stage.bytes()[:0]
 		whole = append(whole, call.Head...)
 		whole = append(whole, call.Payload...)
-		whole = append(whole, zeroPad[:pad]...)
+		whole = append(whole, zeroPad[:p.pad]...)
 		whole = append(whole, call.Tail...)
-		t.stats.pullupBytes.Add(uint64(msgLen))
-		seg, err := ep.reg.expose(r, b.off(), msgLen, verbs.AccessRemoteRead)
+		t.stats.pullupBytes.Add(uint64(p.msg))
+		seg, err := ep.reg.expose(r, r.stage.off(), p.msg, verbs.AccessRemoteRead)
 		if err != nil {
 			return err
 		}
@@ -136,7 +207,7 @@ func (ep *endpoint) marshal(ctx context.Context, r *request, h *Header, wr *verb
 		h.Reads[0], h.NReads = ReadSegment{Position: 0, Segment: seg}, 1
 		t.stats.readChunks.Add(1)
 		t.stats.nomsgCalls.Add(1)
-		t.stats.rdmaRequestBytes.Add(uint64(msgLen))
+		t.stats.rdmaRequestBytes.Add(uint64(p.msg))
 		buf := h.Encode(send[:0])
 		setSend(wr, sgl, r, ep.smallMR, len(buf))
 		return nil
@@ -175,21 +246,13 @@ func (ep *endpoint) marshalInline(r *request, h *Header, wr *verbs.SendWR, sgl *
 }
 
 // exposePayload exposes a read chunk's payload: in place when it lies in
-// the chunk arena, else from a copy.
-func (ep *endpoint) exposePayload(ctx context.Context, r *request, payload []byte) (Segment, error) {
+// the chunk arena, else from a copy in r's staging buffer.
+func (ep *endpoint) exposePayload(r *request, payload []byte) (Segment, error) {
 	t := ep.t
 	off, ok := t.chunks.offsetOf(payload)
 	if !ok {
-		if len(payload) > t.chunks.blockSize {
-			return Segment{}, fmt.Errorf("%w: payload of %d bytes, chunks hold %d", ErrMarshal, len(payload), t.chunks.blockSize)
-		}
-		b, err := t.chunks.get(ctx)
-		if err != nil {
-			return Segment{}, err
-		}
-		r.stage = b
-		copy(b.bytes(), payload)
-		off = b.off()
+		copy(r.stage.bytes(), payload)
+		off = r.stage.off()
 		t.stats.payloadCopies.Add(1)
 	}
 	return ep.reg.expose(r, off, len(payload), verbs.AccessRemoteRead)

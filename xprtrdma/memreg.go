@@ -47,6 +47,14 @@ func (m MemReg) String() string {
 	return fmt.Sprintf("memreg(%d)", int(m))
 }
 
+// remoteInvalidateOK reports whether the server may invalidate the rkeys
+// of strategy m with Send With Invalidate, which the client then
+// advertises in its RFC 8797 private data. Only memory windows can be
+// invalidated remotely: the rkey of a plain registration (register,
+// persistent) cannot, and a server that tries breaks the connection
+// (remote invalid request).
+func remoteInvalidateOK(m MemReg) bool { return m == MemRegMW }
+
 // registrar exposes parts of the chunk arena to the server for one call.
 type registrar interface {
 	// arenaAccess is what the chunk arena's registration allows.

@@ -37,6 +37,7 @@ type request struct {
 	ready     bool // replied and exposures revoked: the call may complete
 	delivered bool // the caller has the reply, or has gone
 	abandoned bool // the caller is no longer waiting
+	posted    bool // past the post lock: in pending, teardown's to clean up
 }
 
 // reset readies a free request for a call.

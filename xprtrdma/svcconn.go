@@ -127,7 +127,7 @@ func (c *svcConn) dispatcher(done chan<- struct{}) {
 }
 
 func (c *svcConn) postRecv() error {
-	b, err := c.small.get(context.Background())
+	b, err := c.small.get(context.Background(), nil)
 	if err != nil {
 		return err
 	}
@@ -432,7 +432,7 @@ func setChunkLengths(chunk *WriteChunk, n uint32) {
 // freed when the Send completes.
 func (c *svcConn) post(sc *svcCall, h *Header, inline []byte, pushed []pushSeg) error {
 	if len(pushed) > 0 {
-		b, err := c.data.get(context.Background())
+		b, err := c.data.get(context.Background(), nil)
 		if err != nil {
 			return err
 		}
@@ -450,7 +450,7 @@ func (c *svcConn) post(sc *svcCall, h *Header, inline []byte, pushed []pushSeg) 
 			at += len(p.data)
 		}
 	}
-	send, err := c.small.get(context.Background())
+	send, err := c.small.get(context.Background(), nil)
 	if err != nil {
 		c.freeCall(sc)
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -34,8 +35,9 @@ type Config struct {
 	Logf           func(format string, args ...any)
 }
 
-// Reconnect backoff, as the Linux client's: a lost connection is dialled
-// again after 5 s, doubling to 30 s while attempts fail.
+// Reconnect backoff, as the Linux client's: after a failed attempt (or a
+// connection that failed before any reply) the next waits 5 s, doubling
+// to 30 s while attempts fail.
 const (
 	initialBackoff = 5 * time.Second
 	maxBackoff     = 30 * time.Second
@@ -94,6 +96,10 @@ func New(cfg Config) (*Transport, error) {
 	t := &Transport{cfg: cfg, logged: make(map[string]bool)}
 	t.conns = sunrpc.Redialer[*endpoint]{MinBackoff: initialBackoff, MaxBackoff: maxBackoff,
 		Dial: t.dialEndpoint, Alive: (*endpoint).alive, Hangup: func(ep *endpoint) { ep.fail(sunrpc.ErrClosed) }}
+	if p, ok := cfg.Provider.(verbs.Prober); ok {
+		// A caller waiting out the backoff notices the server's return.
+		t.conns.Probe = func(ctx context.Context) bool { return p.Probe(ctx, cfg.Addr) == nil }
+	}
 	var err error
 	// Sends and Receives: a Send and two Receives per credit (a reply the
 	// caller still holds keeps its Receive buffer), and some spare.
@@ -154,7 +160,8 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 }
 
 // dialEndpoint makes a connection (the Redialer's Dial). A failed attempt
-// wraps ErrConnect, except where retrying cannot help (no device).
+// wraps ErrConnect, except where retrying cannot help: no device, or a
+// configuration the device refuses (ErrConfig).
 func (t *Transport) dialEndpoint(ctx context.Context) (*endpoint, error) {
 	ep, err := t.dial(ctx)
 	if err != nil {
@@ -164,16 +171,34 @@ func (t *Transport) dialEndpoint(ctx context.Context) (*endpoint, error) {
 		if errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider) {
 			return nil, err
 		}
+		var ve *verbs.VerbError
+		if errors.As(err, &ve) && errors.Is(ve.Err, syscall.EINVAL) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, t.cfg.Addr, err)
+		}
 		return nil, fmt.Errorf("%w to %s: %w", sunrpc.ErrConnect, t.cfg.Addr, err)
 	}
 	return ep, nil
 }
 
-// dropped learns that ep ended. Unless it was idle, the next connection
-// waits the reconnect backoff.
+// ErrConfig is wrapped by the error of a connection the device refused
+// to set up as configured: trying again cannot help.
+var ErrConfig = errors.New("rpcrdma: the device refuses the connection's configuration")
+
+// Connect connects now, if there is no connection, and returns the
+// attempt's error as it is: the mount uses it to say at once why a server
+// cannot be reached, rather than retrying it as calls do.
+func (t *Transport) Connect(ctx context.Context) error {
+	_, err := t.conns.Get(ctx, time.Now().Add(t.cfg.ConnectTimeout))
+	return err
+}
+
+// dropped learns that ep ended. A connection that carried replies is
+// dialled again at once (the server restarted, a link flapped); one that
+// failed before any reply, like a failed attempt, waits the reconnect
+// backoff. An idle one is dialled when next needed.
 func (t *Transport) dropped(ep *endpoint, err error) {
 	idle := errors.Is(err, errIdle)
-	t.conns.Drop(ep, !idle)
+	t.conns.Drop(ep, !idle && !ep.worked.Load())
 	if !idle && !errors.Is(err, sunrpc.ErrClosed) {
 		t.logf("rpcrdma: %s: connection lost: %v; reconnecting in %v", t.cfg.Addr, err, t.conns.Backoff().Round(time.Second))
 	}

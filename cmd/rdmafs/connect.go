@@ -11,7 +11,6 @@ import (
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
-	"github.com/rdmafs/rdmafs/verbs"
 	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
@@ -30,6 +29,7 @@ type connection struct {
 	root         nfs3.FH
 	rootAttr     nfs3.Fattr
 	rsize, wsize int
+	abandoned    bool // by abandon: the server is gone
 }
 
 // connect mounts the export: it asks mountd for the root handle, sets up
@@ -105,9 +105,6 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 	defer cancel()
 	if err := c.nfs.Getattr(cctx, self, &root, &c.rootAttr); err != nil {
 		c.close(ctx)
-		if errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider) {
-			return nil, fmt.Errorf("proto=rdma: %w", err)
-		}
 		return nil, fmt.Errorf("server %s: GETATTR of the export's root: %w", a.host, err)
 	}
 	if c.rootAttr.Type != nfs3.TypeDir {
@@ -181,9 +178,10 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 		if err != nil {
 			return nil, err
 		}
-		return xprtrdma.New(xprtrdma.Config{
+		addr := hostPort(a.host, port)
+		t, err := xprtrdma.New(xprtrdma.Config{
 			Provider:       p,
-			Addr:           hostPort(a.host, port),
+			Addr:           addr,
 			Credits:        o.SlotTableEntries,
 			MaxInlineRead:  o.MaxInlineRead,
 			MaxInlineWrite: o.MaxInlineWrite,
@@ -192,12 +190,35 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 			ChunkBuffers:   rdmaChunkBuffers,
 			Logf:           logf,
 		})
+		if err != nil {
+			return nil, err
+		}
+		// Connect now, so that the mount says why it cannot rather
+		// than retrying the first call until its time is up.
+		if err := t.Connect(ctx); err != nil {
+			t.Close()
+			return nil, rdmaConnectError(ctx, err, addr, o.Provider)
+		}
+		return t, nil
 	}
 	return nil, fmt.Errorf("proto=%v is not supported", o.Proto)
 }
 
+// abandon closes the clients at once: every call under way ends. The
+// server is not told (close then does nothing more).
+func (c *connection) abandon() {
+	c.abandoned = true
+	c.mount.Close()
+	if c.nfs != nil {
+		c.nfs.RPC().Close()
+	}
+}
+
 // close tells mountd the export is no longer used and closes the clients.
 func (c *connection) close(ctx context.Context) {
+	if c.abandoned {
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, mountTimeout)
 	defer cancel()
 	_ = c.mount.Umnt(cctx, nil, c.export)

@@ -54,8 +54,12 @@ func run(args []string) int {
 	fmt.Fprintf(os.Stderr, "rdmafs: %v\n", err)
 	var ue *usageError
 	var oe *mountopts.Error
-	if errors.As(err, &ue) || errors.As(err, &oe) {
+	var ae *afterMountError
+	switch {
+	case errors.As(err, &ue) || errors.As(err, &oe):
 		return exitUsage
+	case errors.As(err, &ae):
+		return exitError
 	}
 	return status
 }

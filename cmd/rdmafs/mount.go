@@ -181,11 +181,56 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 	server.Wait()
 	signal.Stop(signals)
 	// The kernel has let go of the mount: nothing can write any more.
-	if err := fsys.Shutdown(ctx); err != nil {
-		logger.Printf("writing back after unmount: %v", err)
-	}
-	return nil
+	return writeBackAfterUnmount(fsys, conn, &a.opts, a.mountpoint, logger)
 }
+
+// writeBackAfterUnmount writes back and commits what files still hold
+// once their mount is gone. Nobody is left to wait for a server that may
+// be away for good, so even on a hard mount the daemon tries for one
+// major timeout only (timeo × (retrans+1), what a call of a soft mount
+// gets), then abandons the calls still under way (readahead, a WRITE, a
+// COMMIT), logs how many bytes of which files it could not write back,
+// and fails: the daemon exits with status 1.
+func writeBackAfterUnmount(fsys *fs.FS, conn *connection, o *mountopts.Options, mountpoint string, logger *log.Logger) error {
+	grace := time.Duration(o.Timeo) * time.Second / 10 * time.Duration(o.Retrans+1)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fsys.Shutdown(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Shutdown may wait for a write-back that a FUSE request
+		// started: give up on it too.
+		err = ctx.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	lost := fsys.Unwritten()
+	conn.abandon() // every call under way ends
+	if len(lost) == 0 {
+		logger.Printf("writing back after unmounting %s: %v", mountpoint, err)
+		return nil
+	}
+	var total int64
+	for _, u := range lost {
+		total += u.Bytes
+		name := u.Path
+		if name == "" {
+			name = "(no name known)"
+		}
+		logger.Printf("unmounted %s: %d bytes of %s (file id %d) not written back: %v", mountpoint, u.Bytes, name, u.FileID, err)
+	}
+	return &afterMountError{fmt.Sprintf("unmounted %s with %d bytes of %d files not written back to the server (%v)", mountpoint, total, len(lost), err)}
+}
+
+// afterMountError is a failure after the mount had succeeded: exit status
+// 1, not the mount's 32.
+type afterMountError struct{ msg string }
+
+func (e *afterMountError) Error() string { return e.msg }
 
 // unmount writes back and commits everything, then unmounts. If files are
 // still open it detaches the mount, so it leaves the namespace while they

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/verbs"
@@ -40,3 +44,47 @@ func memReg(m mountopts.MemReg) xprtrdma.MemReg {
 // WRITE each) an RDMA mount registers: READ data lands in them and
 // write-behind fills them.
 const rdmaChunkBuffers = 128
+
+// rdmaConnectError says why the mount's RDMA connection to addr failed,
+// naming what answered there. It wraps err.
+func rdmaConnectError(ctx context.Context, err error, addr string, prov mountopts.Provider) error {
+	var rej *verbs.RejectError
+	var why string
+	switch {
+	case errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider):
+		return fmt.Errorf("proto=rdma: %w", err)
+	case errors.Is(err, soft.ErrNotSoftPeer):
+		why = fmt.Sprintf("%s is a TCP service, not rdmafs's software RDMA (provider=soft talks only to "+
+			"`rdmafs serve -o proto=rdma,provider=soft`; for NFS over TCP mount with proto=tcp)", addr)
+	case errors.As(err, &rej) && rej.Reason == rejectNoListener && prov == mountopts.ProviderSoft:
+		why = fmt.Sprintf("nothing listens on %s (connection refused)", addr)
+	case errors.As(err, &rej) && rej.Reason == rejectNoListener:
+		why = fmt.Sprintf("no RPC-over-RDMA listener at %s: the RDMA connection manager rejected the connection (no listener on that port)", addr)
+		if tcpAnswers(ctx, addr) {
+			why += "; a TCP service answers on that port: for NFS over TCP mount with proto=tcp"
+		}
+	case errors.As(err, &rej):
+		why = fmt.Sprintf("the server at %s rejected the RDMA connection (reject reason %d)", addr, rej.Reason)
+	case errors.Is(err, xprtrdma.ErrConfig):
+		why = "the RDMA device refused the connection's configuration"
+	default:
+		why = fmt.Sprintf("cannot connect to %s", addr)
+	}
+	return fmt.Errorf("proto=rdma: %s: %w", why, err)
+}
+
+// rejectNoListener is the connection manager's reject reason when nothing
+// listens on the port (InfiniBand CM: invalid service ID); the soft
+// provider uses it for a refused TCP connect.
+const rejectNoListener = 8
+
+// tcpAnswers reports whether a TCP connect to addr is taken.
+func tcpAnswers(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

@@ -151,21 +151,24 @@ func (d *device) checkConfig(cfg verbs.ConnConfig) (verbs.ConnConfig, error) {
 	}
 	c := d.caps
 	switch {
-	case cfg.SendDepth < 0 || cfg.SendDepth+1 > c.MaxQPWR:
-		return cfg, bad("SendDepth", cfg.SendDepth, c.MaxQPWR-1)
-	case cfg.RecvDepth < 0 || cfg.RecvDepth+1 > c.MaxQPWR:
-		return cfg, bad("RecvDepth", cfg.RecvDepth, c.MaxQPWR-1)
+	case cfg.SendDepth < 0 || cfg.SendDepth > c.MaxQPWR:
+		return cfg, bad("SendDepth", cfg.SendDepth, c.MaxQPWR)
+	case cfg.RecvDepth < 0 || cfg.RecvDepth > c.MaxQPWR:
+		return cfg, bad("RecvDepth", cfg.RecvDepth, c.MaxQPWR)
 	case cfg.MaxSendSGE < 0 || cfg.MaxSendSGE > c.MaxSGE:
 		return cfg, bad("MaxSendSGE", cfg.MaxSendSGE, c.MaxSGE)
 	case cfg.MaxRecvSGE < 0 || cfg.MaxRecvSGE > c.MaxSGE:
 		return cfg, bad("MaxRecvSGE", cfg.MaxRecvSGE, c.MaxSGE)
-	case cfg.CQDepth < 0 || cfg.CQDepth+2 > c.MaxCQE:
-		return cfg, bad("CQDepth", cfg.CQDepth, c.MaxCQE-2)
+	case cfg.CQDepth < 0 || cfg.CQDepth > c.MaxCQE:
+		return cfg, bad("CQDepth", cfg.CQDepth, c.MaxCQE)
+	case cfg.CQDepth == 0 && cfg.SendDepth+cfg.RecvDepth > c.MaxCQE:
+		// A smaller CQ could overrun, which breaks the connection.
+		return cfg, bad("SendDepth+RecvDepth (the CQ's depth)", cfg.SendDepth+cfg.RecvDepth, c.MaxCQE)
 	}
 	cfg.MaxSendSGE = max(cfg.MaxSendSGE, 1)
 	cfg.MaxRecvSGE = max(cfg.MaxRecvSGE, 1)
 	if cfg.CQDepth == 0 {
-		cfg.CQDepth = min(cfg.SendDepth+cfg.RecvDepth, c.MaxCQE-2)
+		cfg.CQDepth = cfg.SendDepth + cfg.RecvDepth
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout

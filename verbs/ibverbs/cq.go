@@ -374,22 +374,24 @@ func (c *conn) notifyEstablished() {
 // them; an unsignaled send that succeeded does not, so a marker is posted
 // on the send queue (as the kernel's ib_drain_sq does): its flush comes
 // after every send work request before it.
+//
+// Lock order: Poll holds cqMu while convert takes sendMu (and recvMu), so
+// drain must not take cqMu while it holds sendMu.
 func (c *conn) drain() {
 	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
 	marker := false
 	if !c.qpGone {
 		var attr C.struct_ibv_qp_attr
 		attr.qp_state = C.IBV_QPS_ERR
 		C.ibv_modify_qp(c.qp, &attr, C.IBV_QP_STATE)
 		if c.sqPosted != c.sqDone {
-			*c.swr = C.struct_rdmafs_send{wr_id: markerBit, opcode: C.IBV_WR_RDMA_WRITE, flags: C.IBV_SEND_SIGNALED}
-			marker = C.rdmafs_post_send(c.qp, c.swr) == 0
+			marker = postDrainMarker(c)
 		}
 	}
 	if debug {
 		fmt.Fprintf(os.Stderr, "DEBUG qp %d drain: marker %v (posted %d done %d)\n", c.qpNum, marker, c.sqPosted, c.sqDone)
 	}
+	c.sendMu.Unlock()
 	if !marker {
 		// Nothing is outstanding, or the device took no marker:
 		// nothing more will complete on the send queue.
@@ -397,6 +399,14 @@ func (c *conn) drain() {
 		c.sqDrained = true
 		c.cqMu.Unlock()
 	}
+}
+
+// postDrainMarker posts the send queue's drain marker; the caller holds
+// sendMu. It reports whether the device took it. (A variable, so that a
+// test can make the device refuse it.)
+var postDrainMarker = func(c *conn) bool {
+	*c.swr = C.struct_rdmafs_send{wr_id: markerBit, opcode: C.IBV_WR_RDMA_WRITE, flags: C.IBV_SEND_SIGNALED}
+	return C.rdmafs_post_send(c.qp, c.swr) == 0
 }
 
 func (c *conn) Disconnect() error {

@@ -223,9 +223,11 @@ func (d *device) queryCaps() error {
 	flags := uint64(attr.device_cap_flags)
 	d.rxe = attr.vendor_id == rxeVendorID
 	d.caps = verbs.Caps{
-		MaxQPWR:         int(attr.max_qp_wr),
+		// What a connection can ask for: each queue keeps room for
+		// its drain marker, the CQ for both.
+		MaxQPWR:         int(attr.max_qp_wr) - 1,
 		MaxSGE:          min(int(attr.max_sge), C.RDMAFS_MAX_SGE),
-		MaxCQE:          int(attr.max_cqe),
+		MaxCQE:          int(attr.max_cqe) - 2,
 		MaxMRSize:       uint64(attr.max_mr_size),
 		MaxQPRdAtom:     int(attr.max_qp_rd_atom),
 		MaxQPInitRdAtom: int(attr.max_qp_init_rd_atom),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -44,6 +45,8 @@ func checkConfig(cfg verbs.ConnConfig) (verbs.ConnConfig, error) {
 		return cfg, bad("MaxRecvSGE", cfg.MaxRecvSGE, c.MaxSGE)
 	case cfg.CQDepth < 0 || cfg.CQDepth > c.MaxCQE:
 		return cfg, bad("CQDepth", cfg.CQDepth, c.MaxCQE)
+	case cfg.CQDepth == 0 && cfg.SendDepth+cfg.RecvDepth > c.MaxCQE:
+		return cfg, bad("SendDepth+RecvDepth (the CQ's depth)", cfg.SendDepth+cfg.RecvDepth, c.MaxCQE)
 	}
 	cfg.MaxSendSGE = max(cfg.MaxSendSGE, 1)
 	cfg.MaxRecvSGE = max(cfg.MaxRecvSGE, 1)
@@ -108,6 +111,12 @@ func (pd *pd) dial(ctx context.Context, addr string, cfg verbs.ConnConfig) (*con
 	}
 	var f frame
 	if err := fr.next(&f); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, errFrameField) {
+			// Something listens on the TCP port, but not a soft
+			// provider's listener: an NFS or other TCP service
+			// closes (or answers nonsense to) the connect request.
+			return fail(fmt.Errorf("%w: the TCP service at %s answered the connect request with %v: it is not a soft RDMA listener", ErrNotSoftPeer, addr, err))
+		}
 		return fail(fmt.Errorf("waiting for the accept: %w", err))
 	}
 	switch f.typ {
@@ -131,6 +140,23 @@ func (pd *pd) dial(ctx context.Context, addr string, cfg verbs.ConnConfig) (*con
 	// and the other way round (it has taken the minimum of both sides).
 	return newConn(pd, nc, fr, fw, cfg, f.private, int(f.responderResources), int(f.initiatorDepth)), nil
 }
+
+// ErrNotSoftPeer is wrapped by the error of a Dial to a TCP port where
+// something other than a soft provider's listener answers.
+var ErrNotSoftPeer = errors.New("verbs/soft: not a soft RDMA peer")
+
+// Probe implements verbs.Prober: a soft listener is a TCP listener, so
+// a TCP connect that is taken tells that one may be there.
+func (p *Provider) Probe(ctx context.Context, addr string) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return nc.Close()
+}
+
+var _ verbs.Prober = (*Provider)(nil)
 
 func (pd *pd) Listen(addr string) (verbs.Listener, error) {
 	if err := pd.use(&pd.listeners, 1); err != nil {

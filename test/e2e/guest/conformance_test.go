@@ -92,13 +92,14 @@ func TestDifferentialServe(t *testing.T) {
 	e := lab(t)
 	bin := needRDMA(t, e)
 	ref := mountKernel(t, e, "tcp")
-	dir, port := startServe(t, e, bin, "no_root_squash,insecure")
+	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	port := startServe(t, e, bin, dir, serveRDMAPort, "no_root_squash,insecure")
 	under := map[string]string{
-		"rdmafs serve over tcp":  mountKernelOnServe(t, e, port, "tcp"),
-		"rdmafs serve over rdma": mountKernelOnServe(t, e, port, "rdma"),
+		"rdmafs serve over tcp":  mountKernelOnServe(t, e, port, serveRDMAPort, "tcp"),
+		"rdmafs serve over rdma": mountKernelOnServe(t, e, port, serveRDMAPort, "rdma"),
 	}
 	differential(t, ref, under, knownServeDifferences)
 }

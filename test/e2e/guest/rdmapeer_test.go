@@ -38,8 +38,9 @@ func TestKernelClientOnRdmafsServe(t *testing.T) {
 	bin := needRDMA(t, e)
 	// The workload runs as root: no_root_squash (the default squashes root,
 	// as knfsd's does).
-	dir, port := startServe(t, e, bin, "no_root_squash")
-	mnt := mountKernelOnServe(t, e, port, "rdma")
+	dir := t.TempDir()
+	port := startServe(t, e, bin, dir, serveRDMAPort, "no_root_squash")
+	mnt := mountKernelOnServe(t, e, port, serveRDMAPort, "rdma")
 	workload.Run(t, mnt, workload.DirChecker(dir))
 	served := e
 	served.Export = dir
@@ -49,13 +50,12 @@ func TestKernelClientOnRdmafsServe(t *testing.T) {
 // serveRDMAPort is where startServe serves NFS over RDMA.
 const serveRDMAPort = 20050
 
-// startServe runs `rdmafs serve` over TCP and RDMA (the ibverbs provider on
-// the rxe device) on a new directory, with the export options opts, until
-// the test ends; it returns the directory and the TCP port.
-func startServe(t *testing.T, e labEnv, bin, opts string) (dir, port string) {
+// startServe runs `rdmafs serve` of dir over TCP and over RDMA on rdmaPort
+// (the ibverbs provider on the rxe device), with the export options opts,
+// until the test ends; it returns the TCP port.
+func startServe(t *testing.T, e labEnv, bin, dir string, rdmaPort int, opts string) (port string) {
 	t.Helper()
-	dir = t.TempDir()
-	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d,%s", e.Addr, serveRDMAPort, opts), dir)
+	srv := exec.Command(bin, "serve", "-o", fmt.Sprintf("addr=%s,port=0,proto=rdma,provider=ibverbs,rdmaport=%d,%s", e.Addr, rdmaPort, opts), dir)
 	stdout, _ := srv.StdoutPipe()
 	var stderr strings.Builder
 	srv.Stderr = &stderr
@@ -83,19 +83,20 @@ func startServe(t *testing.T, e labEnv, bin, opts string) (dir, port string) {
 	}
 	go io.Copy(io.Discard, stdout)
 	if port == "" || !sawRDMA {
-		t.Fatalf("rdmafs serve did not start over RDMA: %s", stderr.String())
+		t.Fatalf("rdmafs serve -o %s did not start over RDMA: %s", opts, stderr.String())
 	}
-	return dir, port
+	return port
 }
 
 // mountKernelOnServe mounts the `rdmafs serve` of startServe with the
-// kernel NFS client over proto (tcp or rdma) until the test ends.
-func mountKernelOnServe(t *testing.T, e labEnv, port, proto string) string {
+// kernel NFS client over proto (tcp, or rdma on rdmaPort) until the test
+// ends.
+func mountKernelOnServe(t *testing.T, e labEnv, port string, rdmaPort int, proto string) string {
 	t.Helper()
 	mnt := mountPoint(t, "knfs-on-rdmafs-"+proto)
 	opts := fmt.Sprintf("vers=3,proto=tcp,port=%s,mountport=%s,mountproto=tcp,nolock", port, port)
 	if proto == "rdma" {
-		opts = fmt.Sprintf("vers=3,proto=rdma,port=%d,mountport=%s,mountproto=tcp,nolock", serveRDMAPort, port)
+		opts = fmt.Sprintf("vers=3,proto=rdma,port=%d,mountport=%s,mountproto=tcp,nolock", rdmaPort, port)
 	}
 	run(t, 2*time.Minute, "mount", "-t", "nfs", "-o", opts, e.Addr+":/", mnt)
 	t.Cleanup(func() { unmount(t, mnt, "umount", mnt) })
