@@ -28,7 +28,7 @@ var memregs = []string{"mw", "register", "persistent"}
 
 func TestRDMAMatrix(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0, rdmaServe...)
+	s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 	check := workload.DirChecker(s.dir)
 	for _, memreg := range memregs {
 		for _, slots := range []int{4, 128, 16384} {
@@ -109,7 +109,7 @@ func TestRDMAServerKilled(t *testing.T) {
 }
 
 func testServerKilled(t *testing.T, memreg, mode, op string) {
-	s := startServer(t, "", 0, rdmaServe...)
+	s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 	opts := "memreg=" + memreg + ",hard,timeo=20"
 	if mode == "soft" {
 		opts = "memreg=" + memreg + ",soft,timeo=5,retrans=1"
@@ -149,7 +149,7 @@ func testServerKilled(t *testing.T, memreg, mode, op string) {
 	s.kill()
 	t.Logf("server killed mid-%s", op)
 	restart := func() {
-		startServer(t, s.dir, s.port, "proto=rdma", "provider=soft", "rdmaport="+strconv.Itoa(s.rdmaPort))
+		startServer(t, s.dir, s.port, "proto=rdma", "provider=soft", "rdmaport="+strconv.Itoa(s.rdmaPort), "no_root_squash")
 	}
 	var want string
 	if op == "read" {

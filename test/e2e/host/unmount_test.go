@@ -131,7 +131,7 @@ func TestUnmountDeadHardMount(t *testing.T) {
 	const grace = 3 * time.Second
 
 	t.Run("calls-in-flight", func(t *testing.T) {
-		s := startServer(t, "", 0, rdmaServe...)
+		s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 		mnt := s.mount(t, "hard,timeo=10,retrans=2")
 		writeRandom(t, filepath.Join(mnt, "big"), 1, 16<<20)
 		dropCaches(t)
@@ -167,7 +167,7 @@ func TestUnmountDeadHardMount(t *testing.T) {
 	})
 
 	t.Run("unwritten-data", func(t *testing.T) {
-		s := startServer(t, "", 0, rdmaServe...)
+		s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 		mnt := s.mount(t, "hard,timeo=10,retrans=2")
 		pid := daemonOf(t, mnt)
 		const size = 5 << 20
