@@ -51,6 +51,7 @@ var (
 	_ = (gofs.FileReaddirenter)((*dirHandle)(nil))
 	_ = (gofs.FileLookuper)((*dirHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*dirHandle)(nil))
+	_ = (gofs.FileFsyncdirer)((*dirHandle)(nil))
 )
 
 // Readdirent implements gofs.FileReaddirenter.
@@ -192,3 +193,8 @@ func (h *dirHandle) forgetFrom(i int) {
 // errReaddirLoop fails a listing whose cookies go round in a circle; the
 // program gets ELOOP, as from the kernel client.
 var errReaddirLoop = errors.New("readdir loop")
+
+// Fsyncdir implements gofs.FileFsyncdirer: fsync(2) of a directory. Every
+// change of an NFSv3 directory is made on the server before its call
+// returns, so there is nothing to flush, as in the kernel client.
+func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }

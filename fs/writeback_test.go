@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // testSeed is the seed of a randomized test: RDMAFS_FS_SEED replays one.
@@ -207,4 +209,20 @@ func TestSillyRename(t *testing.T) {
 	if _, _, en := h.lookup(rootNode, "f"); en != syscall.ENOENT {
 		t.Errorf("lookup of the unlinked name: %v", en)
 	}
+}
+
+// TestFsyncOfDirectory: fsync(2) of a directory succeeds, as on the kernel
+// client, whose directory changes are all on the server already.
+func TestFsyncOfDirectory(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	in := fuse.OpenIn{InHeader: h.header(rootNode)}
+	var out fuse.OpenOut
+	if st := h.raw.OpenDir(nil, &in, &out); !st.Ok() {
+		t.Fatal(st)
+	}
+	fin := fuse.FsyncIn{InHeader: h.header(rootNode), Fh: out.Fh}
+	if st := h.raw.FsyncDir(nil, &fin); !st.Ok() {
+		t.Errorf("fsync of a directory: %v", st)
+	}
+	h.raw.ReleaseDir(&fuse.ReleaseIn{InHeader: h.header(rootNode), Fh: out.Fh})
 }
