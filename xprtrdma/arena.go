@@ -117,7 +117,4 @@ func (a *arena) offsetOf(p []byte) (int, bool) {
 	return int(start - base), true
 }
 
-// inUse is how many blocks are handed out.
-func (a *arena) inUse() int { return len(a.blocks) - len(a.free) }
-
 func (a *arena) close() error { return a.mem.Free() }

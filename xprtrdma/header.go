@@ -35,8 +35,6 @@ const (
 const (
 	MaxSegments    = 16
 	maxWriteChunks = 4
-	// minHeaderLen is a header with three empty chunk lists.
-	minHeaderLen = 7 * 4
 )
 
 // Segment is an rdma_segment: Length bytes of the memory named by Handle

@@ -198,8 +198,8 @@ func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sg
 		whole = append(whole, call.Payload...)
 		whole = append(whole, zeroPad[:p.pad]...)
 		whole = append(whole, call.Tail...)
-		t.stats.pullupBytes.Add(uint64(p.msg))
-		seg, err := ep.reg.expose(r, r.stage.off(), p.msg, verbs.AccessRemoteRead)
+		t.stats.pullupBytes.Add(uint64(len(whole)))
+		seg, err := ep.reg.expose(r, r.stage.off(), len(whole), verbs.AccessRemoteRead)
 		if err != nil {
 			return err
 		}
@@ -207,7 +207,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sg
 		h.Reads[0], h.NReads = ReadSegment{Position: 0, Segment: seg}, 1
 		t.stats.readChunks.Add(1)
 		t.stats.nomsgCalls.Add(1)
-		t.stats.rdmaRequestBytes.Add(uint64(p.msg))
+		t.stats.rdmaRequestBytes.Add(uint64(len(whole)))
 		buf := h.Encode(send[:0])
 		setSend(wr, sgl, r, ep.smallMR, len(buf))
 		return nil

@@ -143,3 +143,6 @@ func stress(t *testing.T, m MemReg, rnd *rand.Rand) {
 		t.Errorf("%d chunk buffers still in use after every call ended", n)
 	}
 }
+
+// inUse is how many blocks of the arena are handed out.
+func (a *arena) inUse() int { return len(a.blocks) - len(a.free) }
