@@ -13,10 +13,9 @@ import (
 
 // The MOUNT procedures.
 const (
-	mountProcNull   = 0
-	mountProcMnt    = 1
-	mountProcUmnt   = 3
-	mountProcExport = 5
+	mountProcNull = 0
+	mountProcMnt  = 1
+	mountProcUmnt = 3
 )
 
 var mountProcNames = []string{"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"}
@@ -24,7 +23,6 @@ var mountProcNames = []string{"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"
 // MOUNT protocol limits.
 const (
 	mntPathLen = 1024
-	mntNameLen = 255
 	maxFlavors = 64
 )
 
@@ -54,12 +52,6 @@ func (s MountStatus) Error() string {
 		return t
 	}
 	return fmt.Sprintf("mountstat3 %d", uint32(s))
-}
-
-// Export is one entry of the server's export list.
-type Export struct {
-	Dir    string
-	Groups []string
 }
 
 // MountClient speaks the MOUNT protocol to one server's mountd over TCP.
@@ -152,36 +144,6 @@ func (m *MountClient) Umnt(ctx context.Context, cred *sunrpc.Cred, path string) 
 	e.String(path)
 	call.SetArgs(e)
 	return m.rpc.Do(ctx, call)
-}
-
-// Exports returns the server's export list.
-func (m *MountClient) Exports(ctx context.Context) ([]Export, error) {
-	call := m.rpc.NewCall(mountProcExport, nil)
-	defer call.Release()
-	if err := m.rpc.Do(ctx, call); err != nil {
-		return nil, err
-	}
-	return decodeExports(call.Reply.Body)
-}
-
-// decodeExports decodes the exports list of an EXPORT reply.
-func decodeExports(body []byte) ([]Export, error) {
-	d := xdr.NewDecoder(body)
-	var list []Export
-	for d.Bool() {
-		ex := Export{Dir: string(d.Opaque(mntPathLen))}
-		for d.Bool() {
-			ex.Groups = append(ex.Groups, string(d.Opaque(mntNameLen)))
-		}
-		if d.Err() != nil {
-			break
-		}
-		list = append(list, ex)
-	}
-	if err := d.Err(); err != nil {
-		return nil, fmt.Errorf("%w: EXPORT: %v", ErrBadReply, err)
-	}
-	return list, nil
 }
 
 // The portmapper's GETPORT (RFC 1833, version 2).

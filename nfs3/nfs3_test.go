@@ -305,26 +305,6 @@ func TestSymlinkTargetIsPayload(t *testing.T) {
 	}
 }
 
-func TestExportsDecode(t *testing.T) {
-	var e xdr.Encoder
-	e.Bool(true)
-	e.String("/export")
-	e.Bool(true)
-	e.String("*")
-	e.Bool(false)
-	e.Bool(true)
-	e.String("/other")
-	e.Bool(false)
-	e.Bool(false)
-	list, err := decodeExports(e.Buf)
-	if err != nil || len(list) != 2 || list[0].Dir != "/export" || list[0].Groups[0] != "*" || list[1].Dir != "/other" {
-		t.Fatalf("%+v %v", list, err)
-	}
-	if _, err := decodeExports(e.Buf[:10]); !errors.Is(err, ErrBadReply) {
-		t.Fatalf("truncated: %v", err)
-	}
-}
-
 func TestHotPathsDoNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector; make test runs this test without it")

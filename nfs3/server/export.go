@@ -77,12 +77,6 @@ func (e *Export) squash(c cred) cred {
 	return out
 }
 
-// anonCred is the identity of an AUTH_NONE call.
-func (e *Export) anonCred() cred {
-	uid, gid := e.anon()
-	return cred{uid: uid, gid: gid}
-}
-
 // allows reports whether a client at remote may use the export over a
 // connection that reached the server at local.
 func (e *Export) allows(remote, local netip.Addr) bool {

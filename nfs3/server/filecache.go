@@ -151,13 +151,6 @@ func (c *fileCache) release(f *cachedFile) {
 	}
 }
 
-// open reports how many files the cache holds open.
-func (c *fileCache) open() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.files)
-}
-
 // closeAll closes every cached file and stops the sweeper.
 func (c *fileCache) closeAll() {
 	c.mu.Lock()
