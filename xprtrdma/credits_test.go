@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -46,7 +47,7 @@ func TestFitCredits(t *testing.T) {
 func TestLargestSlotTable(t *testing.T) {
 	for _, m := range []MemReg{MemRegMW, MemRegRegister, MemRegPersistent} {
 		t.Run(m.String(), func(t *testing.T) {
-			b := newTestBed(t, ServerConfig{})
+			b := newTestBed(t, svcrdma.Config{})
 			var mu sync.Mutex
 			var logged []string
 			c, tr := b.client(t, Config{Credits: 16384, MemReg: m, Logf: func(f string, a ...any) {

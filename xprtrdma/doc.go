@@ -1,6 +1,8 @@
-// Package xprtrdma is the RPC-over-RDMA Version One transport of rdmafs
-// (RFC 8166, with the NFS binding of RFC 8267 and the connection private
-// data of RFC 8797), client and server, over the verbs package.
+// Package xprtrdma is the RPC-over-RDMA Version One client transport of
+// rdmafs (RFC 8166, with the NFS binding of RFC 8267 and the connection
+// private data of RFC 8797), over the verbs package. The server is
+// package svcrdma; both take the wire format and the registered buffers
+// from package rpcrdma.
 //
 // The client (Transport) implements sunrpc.Transport. Each call goes out
 // in one Send: inline when it fits, else with its payload (WRITE data) in a
@@ -23,16 +25,8 @@
 // backoff dials as soon as the server answers again (with a provider that
 // can probe).
 //
-// The server (Listener) takes connections for `rdmafs serve -o proto=rdma`
-// and hands whole RPC calls to an nfs3/server Session: it pulls read
-// chunks, pushes READ data into write chunks and large replies into reply
-// chunks, and answers bad versions with ERR_VERS and bad chunks with
-// ERR_CHUNK.
-//
-// The files follow the kernel's split: header.go and privdata.go are the
-// wire format, marshal.go chooses and parses chunks (rpc_rdma.c),
-// arena.go and memreg.go are the registered buffers and their exposure
+// The files follow the kernel's split: marshal.go chooses and parses
+// chunks (rpc_rdma.c), memreg.go is the registered buffers' exposure
 // (frwr_ops.c), endpoint.go is one connection's verbs resources
-// (verbs.c), transport.go is the client transport (transport.c), and
-// svc*.go is the server.
+// (verbs.c), and transport.go is the transport (transport.c).
 package xprtrdma

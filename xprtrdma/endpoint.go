@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -47,8 +48,8 @@ type endpoint struct {
 	down     chan struct{} // closed when teardown has released everything
 	idle     *time.Timer
 
-	hdr    Header      // the completion loop's header scratch
-	worked atomic.Bool // a reply came: the connection is good
+	hdr    rpcrdma.Header // the completion loop's header scratch
+	worked atomic.Bool    // a reply came: the connection is good
 }
 
 // dial makes a connection to the server and its endpoint.
@@ -109,9 +110,9 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	}
 
 	send, recv := queueDepths(ep.credits, memreg)
-	own := PrivateData{SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
+	own := rpcrdma.PrivateData{SendSize: cfg.MaxInlineWrite, RecvSize: cfg.MaxInlineRead}
 	if remoteInvalidateOK(memreg) {
-		own.Flags |= PrivRemoteInvalidate
+		own.Flags |= rpcrdma.PrivRemoteInvalidate
 	}
 	start := time.Now()
 	ep.conn, err = ep.pd.Dial(ctx, cfg.Addr, verbs.ConnConfig{
@@ -135,9 +136,9 @@ func (ep *endpoint) setup(ctx context.Context) error {
 		return err
 	}
 	t.stats.connectCount.Add(1)
-	peer, _ := DecodePrivateData(ep.conn.PeerPrivateData())
-	ep.inlineSend = min(cfg.MaxInlineWrite, peer.RecvSize, t.small.blockSize)
-	ep.inlineRecv = min(cfg.MaxInlineRead, peer.SendSize, t.small.blockSize)
+	peer, _ := rpcrdma.DecodePrivateData(ep.conn.PeerPrivateData())
+	ep.inlineSend = min(cfg.MaxInlineWrite, peer.RecvSize, t.small.BlockSize())
+	ep.inlineRecv = min(cfg.MaxInlineRead, peer.SendSize, t.small.BlockSize())
 	return nil
 }
 
@@ -145,10 +146,10 @@ func (ep *endpoint) setup(ctx context.Context) error {
 func (ep *endpoint) register() error {
 	t := ep.t
 	var err error
-	if ep.smallMR, err = ep.pd.Register(t.small.mem, 0, len(t.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+	if ep.smallMR, err = ep.pd.Register(t.small.Mem(), 0, len(t.small.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
 		return fmt.Errorf("registering the Send and Receive buffers: %w", err)
 	}
-	if ep.chunkMR, err = ep.pd.Register(t.chunks.mem, 0, len(t.chunks.mem.Bytes()), ep.reg.arenaAccess()); err != nil {
+	if ep.chunkMR, err = ep.pd.Register(t.chunks.Mem(), 0, len(t.chunks.Mem().Bytes()), ep.reg.arenaAccess()); err != nil {
 		return fmt.Errorf("registering the chunk buffers: %w", err)
 	}
 	return nil
@@ -251,10 +252,10 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	ep.mu.Lock()
 	r.reset(call)
 	ep.mu.Unlock()
-	var recv *block
+	var recv *rpcrdma.Block
 	fail := func(err error) error {
 		if recv != nil {
-			recv.release()
+			recv.Release()
 		}
 		ep.mu.Lock()
 		delete(ep.pending, call.Xid)
@@ -267,10 +268,10 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		t.stats.failedMarshal.Add(1)
 		return fail(err)
 	}
-	if r.send, err = t.small.get(ctx, ep.lost); err != nil {
+	if r.send, err = t.small.Get(ctx, ep.lost); err != nil {
 		return fail(ep.waitError(err))
 	}
-	if recv, err = t.small.get(ctx, ep.lost); err != nil {
+	if recv, err = t.small.Get(ctx, ep.lost); err != nil {
 		return fail(ep.waitError(err))
 	}
 	if err := ep.take(ctx, r, &p); err != nil {
@@ -291,7 +292,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	ep.mu.Unlock()
 	var wr verbs.SendWR
 	var sgl [3]verbs.SGE
-	var h Header
+	var h rpcrdma.Header
 	if err := ep.marshal(r, &p, &h, &wr, &sgl); err != nil {
 		// A bind or registration failed: the connection is broken.
 		// Registrations made for the call are undone here; windows bound
@@ -329,7 +330,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 // waitError is the error of a call whose wait for a buffer ended: the
 // context's, or the connection's end.
 func (ep *endpoint) waitError(err error) error {
-	if errors.Is(err, errLost) {
+	if errors.Is(err, rpcrdma.ErrLost) {
 		return fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
 	}
 	return err
@@ -347,9 +348,9 @@ func (ep *endpoint) revokeUnsent(r *request) {
 // unwind gives back what a call that was never sent took: its blocks and
 // its credit. Its exposures were revoked or never posted.
 func (ep *endpoint) unwind(r *request) {
-	for _, b := range []*block{r.send, r.write, r.reply, r.stage} {
+	for _, b := range []*rpcrdma.Block{r.send, r.write, r.reply, r.stage} {
 		if b != nil {
-			b.release()
+			b.Release()
 		}
 	}
 	r.send, r.write, r.reply, r.stage, r.call = nil, nil, nil, nil, nil
@@ -370,10 +371,10 @@ func (ep *endpoint) returnCredit() {
 }
 
 // postRecv posts the Receive buffer b, or gives it back if it cannot.
-func (ep *endpoint) postRecv(b *block) error {
-	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.off(), Length: ep.t.small.blockSize}}
-	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: wrID(wrRecv, b.idx), SGL: sge[:]}); err != nil {
-		b.release()
+func (ep *endpoint) postRecv(b *rpcrdma.Block) error {
+	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.Off(), Length: ep.t.small.BlockSize()}}
+	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: rpcrdma.WRID(wrRecv, b.Index()), SGL: sge[:]}); err != nil {
+		b.Release()
 		return err
 	}
 	return nil
@@ -429,15 +430,15 @@ func (ep *endpoint) completions() {
 
 // complete handles one work completion.
 func (ep *endpoint) complete(wc *verbs.Completion) {
-	kind, n := splitWRID(wc.ID)
+	kind, n := rpcrdma.SplitWRID(wc.ID)
 	if wc.Status != verbs.StatusSuccess && wc.Status != verbs.StatusWRFlushErr {
 		ep.fail(wc.Err())
 	}
 	switch kind {
 	case wrRecv:
-		b := &ep.t.small.blocks[n]
+		b := ep.t.small.Block(n)
 		if wc.Status != verbs.StatusSuccess {
-			b.release()
+			b.Release()
 			return
 		}
 		ep.t.stats.recvs.Add(1)
@@ -464,14 +465,14 @@ func (ep *endpoint) complete(wc *verbs.Completion) {
 
 // reply handles a Receive: it decodes the transport header, finds the call
 // and completes it.
-func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
+func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 	t := ep.t
-	data := b.bytes()[:n]
+	data := b.Bytes()[:n]
 	h := &ep.hdr
 	hlen, derr := h.Decode(data)
 	if derr != nil && len(data) < 4 {
 		t.stats.badReplies.Add(1)
-		b.release()
+		b.Release()
 		return
 	}
 	if derr != nil {
@@ -482,11 +483,11 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	if r == nil {
 		ep.mu.Unlock()
 		t.stats.badXids.Add(1)
-		b.release()
+		b.Release()
 		return
 	}
 	delete(ep.pending, h.Xid)
-	if derr == nil && h.Vers == Version {
+	if derr == nil && h.Vers == rpcrdma.Version {
 		// A grant of 0 counts as 1; more than asked for is not used.
 		ep.granted = min(max(int(h.Credits), 1), ep.credits)
 	}
@@ -500,9 +501,9 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 	switch {
 	case derr != nil:
 		err = fmt.Errorf("%w: %v", ErrBadReply, derr)
-	case h.Vers != Version:
+	case h.Vers != rpcrdma.Version:
 		err = fmt.Errorf("%w: transport header version %d", ErrBadReply, h.Vers)
-	case h.Proc == ProcError:
+	case h.Proc == rpcrdma.ProcError:
 		err = &RDMAError{Code: h.ErrCode, Low: h.VersLow, High: h.VersHigh}
 	}
 	var msg, payload []byte
@@ -516,7 +517,7 @@ func (ep *endpoint) reply(b *block, n int, inv uint32, hasInv bool) {
 			t.connected()
 		}
 		t.stats.rdmaReplyBytes.Add(uint64(len(payload)))
-		if h.Proc == ProcNoMsg {
+		if h.Proc == rpcrdma.ProcNoMsg {
 			t.stats.rdmaReplyBytes.Add(uint64(len(msg)))
 		}
 	}
@@ -558,7 +559,7 @@ func (ep *endpoint) settle(r *request) {
 			ep.mu.Lock()
 		} else {
 			bufs := replyBufferPool.Get().(*replyBuffers)
-			bufs.blocks = [3]*block{r.recv, r.write, r.reply}
+			bufs.blocks = [3]*rpcrdma.Block{r.recv, r.write, r.reply}
 			r.recv, r.write, r.reply = nil, nil, nil
 			r.call.Reply.SetBuffer(bufs)
 			r.call.Done() <- struct{}{}
@@ -566,11 +567,11 @@ func (ep *endpoint) settle(r *request) {
 	}
 	if r.delivered && r.waiting == 0 && r.call != nil {
 		if r.send != nil {
-			r.send.release()
+			r.send.Release()
 			r.send = nil
 		}
 		if r.stage != nil {
-			r.stage.release()
+			r.stage.Release()
 			r.stage = nil
 		}
 		r.call = nil
@@ -582,9 +583,9 @@ func (ep *endpoint) settle(r *request) {
 
 // releaseReply gives back the reply buffers of a call nobody waits for.
 func (ep *endpoint) releaseReply(r *request) {
-	for _, b := range []*block{r.recv, r.write, r.reply} {
+	for _, b := range []*rpcrdma.Block{r.recv, r.write, r.reply} {
 		if b != nil {
-			b.release()
+			b.Release()
 		}
 	}
 	r.recv, r.write, r.reply = nil, nil, nil
@@ -633,9 +634,9 @@ func (ep *endpoint) teardown() {
 	ep.mu.Unlock()
 	for _, r := range stuck {
 		ep.releaseReply(r)
-		for _, b := range []*block{r.send, r.stage} {
+		for _, b := range []*rpcrdma.Block{r.send, r.stage} {
 			if b != nil {
-				b.release()
+				b.Release()
 			}
 		}
 		r.send, r.stage = nil, nil

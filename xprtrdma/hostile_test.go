@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 	"github.com/rdmafs/rdmafs/verbs/soft"
@@ -23,10 +24,10 @@ type hostileServer struct {
 	l    verbs.Listener
 	// answer makes the transport header and inline body of the reply to
 	// the call whose header is h; nil answers nothing.
-	answer func(h *Header) []byte
+	answer func(h *rpcrdma.Header) []byte
 }
 
-func startHostile(t *testing.T, answer func(h *Header) []byte) *hostileServer {
+func startHostile(t *testing.T, answer func(h *rpcrdma.Header) []byte) *hostileServer {
 	t.Helper()
 	s := &hostileServer{t: t, prov: soft.New(), answer: answer}
 	dev, err := s.prov.Open(context.Background(), "", "127.0.0.1:0")
@@ -67,7 +68,7 @@ func (s *hostileServer) serve(pd verbs.PD, req verbs.ConnRequest) {
 	}
 	defer mr.Deregister()
 	conn, err := req.Accept(verbs.ConnConfig{SendDepth: 64, RecvDepth: 64, MaxSendSGE: 1, MaxRecvSGE: 1,
-		InitiatorDepth: 1, PrivateData: PrivateData{SendSize: 4096, RecvSize: 4096}.Encode()})
+		InitiatorDepth: 1, PrivateData: rpcrdma.PrivateData{SendSize: 4096, RecvSize: 4096}.Encode()})
 	if err != nil {
 		return
 	}
@@ -87,7 +88,7 @@ func (s *hostileServer) serve(pd verbs.PD, req verbs.ConnRequest) {
 			if wc.Status != verbs.StatusSuccess || wc.ID >= 32 {
 				continue
 			}
-			var h Header
+			var h rpcrdma.Header
 			msg := mem.Bytes()[wc.ID*4096 : wc.ID*4096+uint64(wc.ByteLen)]
 			if _, err := h.Decode(msg); err == nil {
 				if reply := s.answer(&h); reply != nil {
@@ -120,8 +121,8 @@ func rpcSuccess(xid uint32, body ...uint32) []byte {
 
 func TestHostileServerReplies(t *testing.T) {
 	var mode int
-	s := startHostile(t, func(h *Header) []byte {
-		r := Header{Xid: h.Xid, Vers: 1, Credits: 16, Proc: ProcMsg}
+	s := startHostile(t, func(h *rpcrdma.Header) []byte {
+		r := rpcrdma.Header{Xid: h.Xid, Vers: 1, Credits: 16, Proc: rpcrdma.ProcMsg}
 		rpc := rpcSuccess(h.Xid, 0) // NFS3_OK...
 		switch mode {
 		case 0: // garbage after a valid xid
@@ -135,15 +136,15 @@ func TestHostileServerReplies(t *testing.T) {
 			r.Writes[0].Segments[0].Length += 4096
 			r.NWrites = 1
 		case 3: // RDMA_MSGP
-			r.Proc = ProcMsgp
+			r.Proc = rpcrdma.ProcMsgp
 			return r.Encode(nil)[:16]
 		case 4: // RDMA_ERROR ERR_VERS
-			r.Proc, r.ErrCode, r.VersLow, r.VersHigh = ProcError, ErrVers, 2, 3
+			r.Proc, r.ErrCode, r.VersLow, r.VersHigh = rpcrdma.ProcError, rpcrdma.ErrVers, 2, 3
 			return r.Encode(nil)
 		case 5: // a reply chunk nobody offered
-			r.Proc = ProcNoMsg
+			r.Proc = rpcrdma.ProcNoMsg
 			r.Reply.N, r.HasReply = 1, true
-			r.Reply.Segments[0] = Segment{Handle: 1, Length: 100, Offset: 0}
+			r.Reply.Segments[0] = rpcrdma.Segment{Handle: 1, Length: 100, Offset: 0}
 			return r.Encode(nil)
 		default: // a proper reply: a NULL's empty result
 			return append(r.Encode(nil), rpcSuccess(h.Xid)...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 	"github.com/rdmafs/rdmafs/verbs"
@@ -31,26 +32,6 @@ const replySlack = 256
 // ErrMarshal is wrapped by the error of a call the transport cannot send
 // (it is larger than a chunk buffer).
 var ErrMarshal = errors.New("rpcrdma: cannot marshal call")
-
-// Header sizes, for choosing before encoding.
-const (
-	headerFixed  = 4 * 4 // xid, vers, credits, proc
-	listEnd      = 4     // the "no more entries" of a list
-	readEntry    = 4 + 4 + 16
-	segmentBytes = 16
-)
-
-func (h *Header) encodedLen() int {
-	n := headerFixed + listEnd + listEnd + 4
-	n += h.NReads * readEntry
-	for i := range h.Writes[:h.NWrites] {
-		n += 4 + 4 + segmentBytes*h.Writes[i].N
-	}
-	if h.HasReply {
-		n += 4 + segmentBytes*h.Reply.N
-	}
-	return n
-}
 
 // replyWay is how a call's reply may come back.
 type replyWay uint8
@@ -87,11 +68,11 @@ type plan struct {
 func (ep *endpoint) plan(call *sunrpc.Call) (plan, error) {
 	t := ep.t
 	var p plan
-	h := Header{}
+	h := rpcrdma.Header{}
 	switch {
 	case call.ReplyPayload > 0 && call.ReplyPayload+replySlack > ep.inlineRecv:
-		if call.ReplyPayload > t.chunks.blockSize {
-			return p, fmt.Errorf("%w: reply payload of %d bytes, chunks hold %d", ErrMarshal, call.ReplyPayload, t.chunks.blockSize)
+		if call.ReplyPayload > t.chunks.BlockSize() {
+			return p, fmt.Errorf("%w: reply payload of %d bytes, chunks hold %d", ErrMarshal, call.ReplyPayload, t.chunks.BlockSize())
 		}
 		p.reply = replyWrite
 		h.Writes[0].N, h.NWrites = 1, 1
@@ -101,21 +82,21 @@ func (ep *endpoint) plan(call *sunrpc.Call) (plan, error) {
 	}
 	p.pad = xdr.Pad(len(call.Payload))
 	p.msg = len(call.Head) + len(call.Payload) + p.pad + len(call.Tail)
-	hlen := h.encodedLen()
+	hlen := h.EncodedLen()
 	switch {
 	case hlen+p.msg <= ep.inlineSend:
 		p.call = callInline
-	case call.Payload != nil && hlen+readEntry+len(call.Head)+len(call.Tail) <= ep.inlineSend:
+	case call.Payload != nil && hlen+rpcrdma.ReadEntryLen+len(call.Head)+len(call.Tail) <= ep.inlineSend:
 		p.call = callReadChunk
-		if _, ok := t.chunks.offsetOf(call.Payload); !ok {
-			if len(call.Payload) > t.chunks.blockSize {
-				return p, fmt.Errorf("%w: payload of %d bytes, chunks hold %d", ErrMarshal, len(call.Payload), t.chunks.blockSize)
+		if _, ok := t.chunks.OffsetOf(call.Payload); !ok {
+			if len(call.Payload) > t.chunks.BlockSize() {
+				return p, fmt.Errorf("%w: payload of %d bytes, chunks hold %d", ErrMarshal, len(call.Payload), t.chunks.BlockSize())
 			}
 			p.stage = true
 		}
 	default:
-		if p.msg > t.chunks.blockSize {
-			return p, fmt.Errorf("%w: call of %d bytes, chunks hold %d", ErrMarshal, p.msg, t.chunks.blockSize)
+		if p.msg > t.chunks.BlockSize() {
+			return p, fmt.Errorf("%w: call of %d bytes, chunks hold %d", ErrMarshal, p.msg, t.chunks.BlockSize())
 		}
 		p.call, p.stage = callNoMsg, true
 	}
@@ -129,16 +110,16 @@ func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
 	var err error
 	switch p.reply {
 	case replyWrite:
-		if r.write, err = chunks.get(ctx, ep.lost); err != nil {
+		if r.write, err = chunks.Get(ctx, ep.lost); err != nil {
 			return err
 		}
 	case replyChunk:
-		if r.reply, err = chunks.get(ctx, ep.lost); err != nil {
+		if r.reply, err = chunks.Get(ctx, ep.lost); err != nil {
 			return err
 		}
 	}
 	if p.stage {
-		if r.stage, err = chunks.get(ctx, ep.lost); err != nil {
+		if r.stage, err = chunks.Get(ctx, ep.lost); err != nil {
 			return err
 		}
 	}
@@ -149,15 +130,15 @@ func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
 // exposes the chunks and builds the Send. Binds a memory window needs are
 // posted on the way (the caller holds the post lock); the Send itself is
 // the caller's to post. It never waits.
-func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
+func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
 	t := ep.t
 	call := r.call
-	*h = Header{Xid: call.Xid, Vers: Version, Credits: uint32(ep.credits), Proc: ProcMsg}
+	*h = rpcrdma.Header{Xid: call.Xid, Vers: rpcrdma.Version, Credits: uint32(ep.credits), Proc: rpcrdma.ProcMsg}
 
 	// What the reply may need.
 	switch p.reply {
 	case replyWrite:
-		seg, err := ep.reg.expose(r, r.write.off(), call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+		seg, err := ep.reg.expose(r, r.write.Off(), call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
@@ -165,7 +146,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sg
 		h.Writes[0].Segments[0], h.Writes[0].N, h.NWrites = seg, 1, 1
 		t.stats.writeChunks.Add(1)
 	case replyChunk:
-		seg, err := ep.reg.expose(r, r.reply.off(), min(call.ReplyMax, t.chunks.blockSize), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+		seg, err := ep.reg.expose(r, r.reply.Off(), min(call.ReplyMax, t.chunks.BlockSize()), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
@@ -175,7 +156,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sg
 	}
 
 	// How the call goes.
-	send := r.send.bytes()[:ep.inlineSend]
+	send := r.send.Bytes()[:ep.inlineSend]
 	switch p.call {
 	case callInline:
 		return ep.marshalInline(r, h, wr, sgl, send, p.pad)
@@ -184,7 +165,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sg
 		if err != nil {
 			return err
 		}
-		h.Reads[0], h.NReads = ReadSegment{Position: uint32(len(call.Head)), Segment: seg}, 1
+		h.Reads[0], h.NReads = rpcrdma.ReadSegment{Position: uint32(len(call.Head)), Segment: seg}, 1
 		t.stats.readChunks.Add(1)
 		t.stats.rdmaRequestBytes.Add(uint64(len(call.Payload)))
 		buf := h.Encode(send[:0])
@@ -193,18 +174,18 @@ func (ep *endpoint) marshal(r *request, p *plan, h *Header, wr *verbs.SendWR, sg
 		setSend(wr, sgl, r, ep.smallMR, len(buf))
 		return nil
 	default:
-		whole := r.stage.bytes()[:0]
+		whole := r.stage.Bytes()[:0]
 		whole = append(whole, call.Head...)
 		whole = append(whole, call.Payload...)
 		whole = append(whole, zeroPad[:p.pad]...)
 		whole = append(whole, call.Tail...)
 		t.stats.pullupBytes.Add(uint64(len(whole)))
-		seg, err := ep.reg.expose(r, r.stage.off(), len(whole), verbs.AccessRemoteRead)
+		seg, err := ep.reg.expose(r, r.stage.Off(), len(whole), verbs.AccessRemoteRead)
 		if err != nil {
 			return err
 		}
-		h.Proc = ProcNoMsg
-		h.Reads[0], h.NReads = ReadSegment{Position: 0, Segment: seg}, 1
+		h.Proc = rpcrdma.ProcNoMsg
+		h.Reads[0], h.NReads = rpcrdma.ReadSegment{Position: 0, Segment: seg}, 1
 		t.stats.readChunks.Add(1)
 		t.stats.nomsgCalls.Add(1)
 		t.stats.rdmaRequestBytes.Add(uint64(len(whole)))
@@ -219,22 +200,22 @@ var zeroPad [4]byte
 // marshalInline puts the whole call in the Send. A payload in the chunk
 // arena (write-behind's buffers) is sent from there by its own scatter
 // entry; any other is copied.
-func (ep *endpoint) marshalInline(r *request, h *Header, wr *verbs.SendWR, sgl *[3]verbs.SGE, send []byte, pad int) error {
+func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, wr *verbs.SendWR, sgl *[3]verbs.SGE, send []byte, pad int) error {
 	call := r.call
 	buf := h.Encode(send[:0])
 	buf = append(buf, call.Head...)
-	if off, ok := ep.t.chunks.offsetOf(call.Payload); ok {
+	if off, ok := ep.t.chunks.OffsetOf(call.Payload); ok {
 		headLen := len(buf)
 		// The pad and tail go after the head in the same Send buffer,
 		// named by a third entry.
 		rest := append(send[headLen:headLen], zeroPad[:pad]...)
 		rest = append(rest, call.Tail...)
 		*sgl = [3]verbs.SGE{
-			{MR: ep.smallMR, Offset: r.send.off(), Length: headLen},
+			{MR: ep.smallMR, Offset: r.send.Off(), Length: headLen},
 			{MR: ep.chunkMR, Offset: off, Length: len(call.Payload)},
-			{MR: ep.smallMR, Offset: r.send.off() + headLen, Length: len(rest)},
+			{MR: ep.smallMR, Offset: r.send.Off() + headLen, Length: len(rest)},
 		}
-		*wr = verbs.SendWR{ID: wrID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:3], Signaled: true}
+		*wr = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:3], Signaled: true}
 		return nil
 	}
 	buf = append(buf, call.Payload...)
@@ -247,20 +228,20 @@ func (ep *endpoint) marshalInline(r *request, h *Header, wr *verbs.SendWR, sgl *
 
 // exposePayload exposes a read chunk's payload: in place when it lies in
 // the chunk arena, else from a copy in r's staging buffer.
-func (ep *endpoint) exposePayload(r *request, payload []byte) (Segment, error) {
+func (ep *endpoint) exposePayload(r *request, payload []byte) (rpcrdma.Segment, error) {
 	t := ep.t
-	off, ok := t.chunks.offsetOf(payload)
+	off, ok := t.chunks.OffsetOf(payload)
 	if !ok {
-		copy(r.stage.bytes(), payload)
-		off = r.stage.off()
+		copy(r.stage.Bytes(), payload)
+		off = r.stage.Off()
 		t.stats.payloadCopies.Add(1)
 	}
 	return ep.reg.expose(r, off, len(payload), verbs.AccessRemoteRead)
 }
 
 func setSend(wr *verbs.SendWR, sgl *[3]verbs.SGE, r *request, mr verbs.MR, n int) {
-	sgl[0] = verbs.SGE{MR: mr, Offset: r.send.off(), Length: n}
-	*wr = verbs.SendWR{ID: wrID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:1], Signaled: true}
+	sgl[0] = verbs.SGE{MR: mr, Offset: r.send.Off(), Length: n}
+	*wr = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:1], Signaled: true}
 }
 
 // ErrBadReply is wrapped by the error of a call whose reply broke the
@@ -275,9 +256,9 @@ type RDMAError struct {
 
 func (e *RDMAError) Error() string {
 	switch e.Code {
-	case ErrVers:
+	case rpcrdma.ErrVers:
 		return fmt.Sprintf("rpcrdma: server speaks RPC-over-RDMA versions %d to %d only (ERR_VERS)", e.Low, e.High)
-	case ErrChunk:
+	case rpcrdma.ErrChunk:
 		return "rpcrdma: server could not process the call's chunks (ERR_CHUNK)"
 	}
 	return fmt.Sprintf("rpcrdma: RDMA_ERROR %d", e.Code)
@@ -289,7 +270,7 @@ func (e *RDMAError) Unwrap() error { return ErrBadReply }
 // message and, if the server used the write chunk, the payload. Every
 // length is checked against what r offered, so a reply cannot make the
 // client read outside r's own buffers.
-func parseReply(r *request, h *Header, data []byte, hlen int) (msg, payload []byte, err error) {
+func parseReply(r *request, h *rpcrdma.Header, data []byte, hlen int) (msg, payload []byte, err error) {
 	if h.NReads != 0 {
 		return nil, nil, fmt.Errorf("%w: reply with a read list", ErrBadReply)
 	}
@@ -303,7 +284,7 @@ func parseReply(r *request, h *Header, data []byte, hlen int) (msg, payload []by
 				return nil, nil, err
 			}
 			if n > 0 {
-				payload = r.write.bytes()[:n]
+				payload = r.write.Bytes()[:n]
 			}
 		}
 	} else if h.NWrites != 0 {
@@ -319,16 +300,16 @@ func parseReply(r *request, h *Header, data []byte, hlen int) (msg, payload []by
 		}
 	}
 	switch h.Proc {
-	case ProcMsg:
+	case rpcrdma.ProcMsg:
 		if replyLen != 0 {
 			return nil, nil, fmt.Errorf("%w: RDMA_MSG with a used reply chunk", ErrBadReply)
 		}
 		msg = data[hlen:]
-	case ProcNoMsg:
+	case rpcrdma.ProcNoMsg:
 		if !h.HasReply || len(data) != hlen {
 			return nil, nil, fmt.Errorf("%w: RDMA_NOMSG without its reply chunk", ErrBadReply)
 		}
-		msg = r.reply.bytes()[:replyLen]
+		msg = r.reply.Bytes()[:replyLen]
 	}
 	if len(msg) < 12 {
 		return nil, nil, fmt.Errorf("%w: RPC reply of %d bytes", ErrBadReply, len(msg))
@@ -338,7 +319,7 @@ func parseReply(r *request, h *Header, data []byte, hlen int) (msg, payload []by
 
 // usedChunk checks a chunk the server returned against the one segment
 // offered and returns how many bytes it wrote.
-func usedChunk(c *WriteChunk, offer Segment) (uint32, error) {
+func usedChunk(c *rpcrdma.WriteChunk, offer rpcrdma.Segment) (uint32, error) {
 	if c.N != 1 {
 		return 0, fmt.Errorf("%w: chunk of %d segments for 1 offered", ErrBadReply, c.N)
 	}

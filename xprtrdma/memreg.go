@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -62,7 +63,7 @@ type registrar interface {
 	// expose makes n bytes of the chunk arena from off reachable by the
 	// server with access during r, and returns the segment that names
 	// them. Work requests it needs are posted before r's Send.
-	expose(r *request, off, n int, access verbs.Access) (Segment, error)
+	expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error)
 	// revoke ends r's exposures. The server invalidated rkey inv already
 	// if hasInv. It reports whether the call must wait for an
 	// invalidation to complete (endpoint.invalidated).
@@ -76,9 +77,9 @@ func (p persistent) arenaAccess() verbs.Access {
 	return verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite
 }
 
-func (p persistent) expose(_ *request, off, n int, _ verbs.Access) (Segment, error) {
+func (p persistent) expose(_ *request, off, n int, _ verbs.Access) (rpcrdma.Segment, error) {
 	mr := p.ep.chunkMR
-	return Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr() + uint64(off)}, nil
+	return rpcrdma.Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr() + uint64(off)}, nil
 }
 
 func (p persistent) revoke(*request, uint32, bool) (bool, error) { return false, nil }
@@ -88,14 +89,14 @@ type perCall struct{ ep *endpoint }
 
 func (p perCall) arenaAccess() verbs.Access { return verbs.AccessLocalWrite }
 
-func (p perCall) expose(r *request, off, n int, access verbs.Access) (Segment, error) {
-	mr, err := p.ep.pd.Register(p.ep.t.chunks.mem, off, n, access|verbs.AccessLocalWrite)
+func (p perCall) expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error) {
+	mr, err := p.ep.pd.Register(p.ep.t.chunks.Mem(), off, n, access|verbs.AccessLocalWrite)
 	if err != nil {
-		return Segment{}, err
+		return rpcrdma.Segment{}, err
 	}
 	p.ep.t.stats.hardwayRegister.Add(1)
 	r.mrs = append(r.mrs, mr)
-	return Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr()}, nil
+	return rpcrdma.Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr()}, nil
 }
 
 func (p perCall) revoke(r *request, _ uint32, _ bool) (bool, error) {
@@ -145,24 +146,24 @@ func (w *windows) put(mws ...verbs.MW) {
 // consumer's to change, so an old key stops matching.
 func nextRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 
-func (w *windows) expose(r *request, off, n int, access verbs.Access) (Segment, error) {
+func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error) {
 	mw, err := w.get()
 	if err != nil {
-		return Segment{}, err
+		return rpcrdma.Segment{}, err
 	}
 	rkey := nextRKey(mw.RKey())
 	err = w.ep.conn.PostSend(&verbs.SendWR{
-		ID:     wrID(wrBind, r.slot),
+		ID:     rpcrdma.WRID(wrBind, r.slot),
 		Opcode: verbs.OpBindMW,
 		MW:     mw, BindMR: w.ep.chunkMR, Offset: off, Length: n,
 		BindAccess: access, NewRKey: rkey,
 	})
 	if err != nil {
 		w.put(mw)
-		return Segment{}, err
+		return rpcrdma.Segment{}, err
 	}
 	r.mws = append(r.mws, boundWindow{mw: mw, rkey: rkey})
-	return Segment{Handle: rkey, Length: uint32(n), Offset: w.ep.chunkMR.Addr() + uint64(off)}, nil
+	return rpcrdma.Segment{Handle: rkey, Length: uint32(n), Offset: w.ep.chunkMR.Addr() + uint64(off)}, nil
 }
 
 // revoke invalidates the windows the server did not, with one local
@@ -180,7 +181,7 @@ func (w *windows) revoke(r *request, inv uint32, hasInv bool) (bool, error) {
 	for i, b := range todo {
 		last := i == len(todo)-1
 		err := w.ep.conn.PostSend(&verbs.SendWR{
-			ID: wrID(wrLocalInv, r.slot), Opcode: verbs.OpLocalInv,
+			ID: rpcrdma.WRID(wrLocalInv, r.slot), Opcode: verbs.OpLocalInv,
 			InvalidateRKey: b.rkey, Signaled: last,
 		})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/svcrdma"
 )
 
 // TestMemRegStrategies moves data by every kind of chunk under each
@@ -21,7 +22,7 @@ import (
 func TestMemRegStrategies(t *testing.T) {
 	for _, m := range []MemReg{MemRegMW, MemRegRegister, MemRegPersistent} {
 		t.Run(m.String(), func(t *testing.T) {
-			b := newTestBed(t, ServerConfig{})
+			b := newTestBed(t, svcrdma.Config{})
 			c, tr := b.client(t, Config{MemReg: m})
 			// A broken strategy hangs a hard call: bound the test.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

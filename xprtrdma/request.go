@@ -3,6 +3,7 @@ package xprtrdma
 import (
 	"sync"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -17,13 +18,13 @@ type request struct {
 	call *sunrpc.Call
 	xid  uint32
 
-	send   *block // the Send's buffer
-	write  *block // the write chunk's buffer (READ data)
-	reply  *block // the reply chunk's buffer
-	stage  *block // a read chunk's copy of a payload, or of a whole RDMA_NOMSG call
-	recv   *block // the Receive the reply arrived in
-	offerW Segment
-	offerR Segment
+	send   *rpcrdma.Block // the Send's buffer
+	write  *rpcrdma.Block // the write chunk's buffer (READ data)
+	reply  *rpcrdma.Block // the reply chunk's buffer
+	stage  *rpcrdma.Block // a read chunk's copy of a payload, or of a whole RDMA_NOMSG call
+	recv   *rpcrdma.Block // the Receive the reply arrived in
+	offerW rpcrdma.Segment
+	offerR rpcrdma.Segment
 	hasW   bool
 	hasR   bool
 
@@ -46,25 +47,19 @@ func (r *request) reset(call *sunrpc.Call) {
 		mws: r.mws[:0], invalidating: r.invalidating[:0], mrs: r.mrs[:0]}
 }
 
-// Work request ids: the kind in the top byte, a request slot or a receive
-// block below.
-type wrKind uint8
-
+// Work request kinds of the client: a Receive names its block of the
+// small arena, the others their request's slot.
 const (
-	wrRecv wrKind = iota + 1
+	wrRecv rpcrdma.WRKind = iota + 1
 	wrSend
 	wrBind
 	wrLocalInv
 )
 
-func wrID(k wrKind, n int) uint64 { return uint64(k)<<56 | uint64(uint32(n)) }
-
-func splitWRID(id uint64) (wrKind, int) { return wrKind(id >> 56), int(uint32(id)) }
-
 // replyBuffers hold a delivered reply's memory (its Receive, its chunks)
 // until the caller releases the call.
 type replyBuffers struct {
-	blocks [3]*block
+	blocks [3]*rpcrdma.Block
 }
 
 var replyBufferPool = sync.Pool{New: func() any { return new(replyBuffers) }}
@@ -73,7 +68,7 @@ var replyBufferPool = sync.Pool{New: func() any { return new(replyBuffers) }}
 func (b *replyBuffers) Release() {
 	for i, blk := range b.blocks {
 		if blk != nil {
-			blk.release()
+			blk.Release()
 			b.blocks[i] = nil
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -37,7 +39,7 @@ func TestStressFaults(t *testing.T) {
 }
 
 func stress(t *testing.T, m MemReg, rnd *rand.Rand) {
-	b := newTestBed(t, ServerConfig{Credits: 8})
+	b := newTestBed(t, svcrdma.Config{Credits: 8})
 	c, tr := b.client(t, Config{MemReg: m, Credits: 16, ChunkBuffers: 1, MaxIO: 256 << 10})
 	// Each worker goes on for this long, through many faults.
 	const workers, size, duration = 12, 40 << 10, 3 * time.Second
@@ -136,13 +138,13 @@ func stress(t *testing.T, m MemReg, rnd *rand.Rand) {
 	t.Logf("memreg=%v: %d connections, %d credit waits", m, tr.stats.connectCount.Load(), tr.stats.creditWaits.Load())
 	// Every buffer comes back once the calls are done.
 	deadline := time.Now().Add(10 * time.Second)
-	for tr.chunks.inUse() != 0 && time.Now().Before(deadline) {
+	for inUse(tr.chunks) != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := tr.chunks.inUse(); n != 0 {
+	if n := inUse(tr.chunks); n != 0 {
 		t.Errorf("%d chunk buffers still in use after every call ended", n)
 	}
 }
 
 // inUse is how many blocks of the arena are handed out.
-func (a *arena) inUse() int { return len(a.blocks) - len(a.free) }
+func inUse(a *rpcrdma.Arena) int { return a.Len() - a.Free() }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/svcrdma"
 )
 
 // TestTeardownWhileCallWaitsForChunk: a call that waits for a chunk
@@ -14,7 +16,7 @@ import (
 // lock, which teardown takes exclusively: teardown then waited for the
 // call's timeout, and with it the buffers that only teardown gives back.
 func TestTeardownWhileCallWaitsForChunk(t *testing.T) {
-	b := newTestBed(t, ServerConfig{})
+	b := newTestBed(t, svcrdma.Config{})
 	c, tr := b.client(t, Config{ChunkBuffers: 1})
 	ctx := context.Background()
 	fh := b.create(t, c, "f")
@@ -22,13 +24,13 @@ func TestTeardownWhileCallWaitsForChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []*block
-	for blk := tr.chunks.tryGet(); blk != nil; blk = tr.chunks.tryGet() {
+	var held []*rpcrdma.Block
+	for blk := tr.chunks.TryGet(); blk != nil; blk = tr.chunks.TryGet() {
 		held = append(held, blk)
 	}
 	release := func() {
 		for _, blk := range held {
-			blk.release()
+			blk.Release()
 		}
 		held = nil
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -50,8 +51,8 @@ const payloadReserve = 16
 // Transport is the RPC-over-RDMA client transport.
 type Transport struct {
 	cfg    Config
-	small  *arena // Sends and Receives
-	chunks *arena // chunk buffers
+	small  *rpcrdma.Arena // Sends and Receives
+	chunks *rpcrdma.Arena // chunk buffers
 
 	conns sunrpc.Redialer[*endpoint]
 
@@ -104,13 +105,13 @@ func New(cfg Config) (*Transport, error) {
 	// Sends and Receives: a Send and two Receives per credit (a reply the
 	// caller still holds keeps its Receive buffer), and some spare.
 	inline := max(cfg.MaxInlineRead, cfg.MaxInlineWrite)
-	if t.small, err = newArena(3*cfg.Credits+16, inline); err != nil {
+	if t.small, err = rpcrdma.NewArena(3*cfg.Credits+16, inline); err != nil {
 		return nil, err
 	}
 	// Chunk buffers, a page multiple each so windows align.
 	blockSize := (cfg.MaxIO + 4095) &^ 4095
-	if t.chunks, err = newArena(cfg.ChunkBuffers, blockSize); err != nil {
-		t.small.close()
+	if t.chunks, err = rpcrdma.NewArena(cfg.ChunkBuffers, blockSize); err != nil {
+		t.small.Close()
 		return nil, err
 	}
 	return t, nil
@@ -210,14 +211,14 @@ func (t *Transport) connected() { t.conns.Worked() }
 // PayloadBuffer implements sunrpc.PayloadBuffers: a chunk buffer, which a
 // WRITE sends from without copying, while enough are left for calls.
 func (t *Transport) PayloadBuffer(n int) *sunrpc.Buffer {
-	if n > t.chunks.blockSize || len(t.chunks.free) <= payloadReserve {
+	if n > t.chunks.BlockSize() || t.chunks.Free() <= payloadReserve {
 		return nil
 	}
-	b := t.chunks.tryGet()
+	b := t.chunks.TryGet()
 	if b == nil {
 		return nil
 	}
-	return b.buffer(n)
+	return b.Buffer(n)
 }
 
 // XprtStats implements sunrpc.Transport.

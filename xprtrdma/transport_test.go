@@ -4,27 +4,26 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/server"
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
-	"github.com/rdmafs/rdmafs/verbs"
+	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs/soft"
 )
 
-// These tests run the transport, client and server, over the soft verbs
-// provider, against rdmafs's NFS server (nfs3/server) on a temporary
-// directory: real calls, real files, real (software) RDMA.
+// These tests run the client transport against the server (svcrdma) over
+// the soft verbs provider, in front of rdmafs's NFS server (nfs3/server) on
+// a temporary directory: real calls, real files, real (software) RDMA.
 
 // testBed is an NFS server with a TCP listener (for MOUNT) and an
 // RPC-over-RDMA listener, and what a client needs to reach it.
@@ -32,7 +31,7 @@ type testBed struct {
 	dir      string
 	prov     *soft.Provider
 	nfs      *server.Server
-	rdma     *Server
+	rdma     *svcrdma.Server
 	mountAdr string
 	root     nfs3.FH
 }
@@ -44,7 +43,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func newTestBed(t *testing.T, cfg ServerConfig) *testBed {
+func newTestBed(t *testing.T, cfg svcrdma.Config) *testBed {
 	t.Helper()
 	needRoot(t)
 	b := &testBed{dir: t.TempDir(), prov: soft.New()}
@@ -65,10 +64,10 @@ func newTestBed(t *testing.T, cfg ServerConfig) *testBed {
 
 	cfg.Provider = b.prov
 	cfg.Addr = "127.0.0.1:0"
-	cfg.NewSession = func(send SendFunc) Session {
+	cfg.NewSession = func(send svcrdma.SendFunc) svcrdma.Session {
 		return b.nfs.NewPlacingSession(func(reply []byte, p server.Placement) error { return send(reply, p.Off, p.Len) })
 	}
-	if b.rdma, err = Listen(context.Background(), cfg); err != nil {
+	if b.rdma, err = svcrdma.Listen(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	go b.rdma.Serve()
@@ -138,7 +137,7 @@ func payload(t *testing.T, tr *Transport, data []byte) *sunrpc.Buffer {
 // large READDIRPLUS by a reply chunk, and a call too large for the Send
 // goes whole as RDMA_NOMSG.
 func TestChunkTypes(t *testing.T) {
-	b := newTestBed(t, ServerConfig{})
+	b := newTestBed(t, svcrdma.Config{})
 	c, tr := b.client(t, Config{})
 	ctx := context.Background()
 	fh := b.create(t, c, "f")
@@ -160,7 +159,7 @@ func TestChunkTypes(t *testing.T) {
 	if !bytes.Equal(rres.Data, data) {
 		t.Fatal("read back differs")
 	}
-	if !tr.chunks.holds(rres.Data) {
+	if !holds(tr.chunks, rres.Data) {
 		t.Error("READ data did not land in a chunk buffer")
 	}
 	rres.Release()
@@ -209,14 +208,14 @@ func TestChunkTypes(t *testing.T) {
 }
 
 // holds reports whether p lies in the arena.
-func (a *arena) holds(p []byte) bool { _, ok := a.offsetOf(p); return ok }
+func holds(a *rpcrdma.Arena, p []byte) bool { _, ok := a.OffsetOf(p); return ok }
 
 // TestInlineThresholds: with max_inline_write 1024, a 2000-byte WRITE goes
 // by read chunk; with 4096 it goes inline. Both write the right bytes.
 func TestInlineThresholds(t *testing.T) {
 	for _, inline := range []int{1024, 4096} {
 		t.Run(strconv.Itoa(inline), func(t *testing.T) {
-			b := newTestBed(t, ServerConfig{})
+			b := newTestBed(t, svcrdma.Config{})
 			c, tr := b.client(t, Config{MaxInlineRead: inline, MaxInlineWrite: inline})
 			fh := b.create(t, c, "f")
 			data := randomBytes(2000)
@@ -245,7 +244,7 @@ func TestInlineThresholds(t *testing.T) {
 func TestCreditWindows(t *testing.T) {
 	for _, credits := range []int{1, 128} {
 		t.Run(strconv.Itoa(credits), func(t *testing.T) {
-			b := newTestBed(t, ServerConfig{Credits: min(credits, 64)})
+			b := newTestBed(t, svcrdma.Config{Credits: min(credits, 64)})
 			// With credits 1, the client asks for 4 and the server
 			// grants 1.
 			c, tr := b.client(t, Config{Credits: max(credits, 4)})
@@ -280,45 +279,5 @@ func TestCreditWindows(t *testing.T) {
 			}
 			t.Logf("credits %d: %d calls waited for a credit", credits, waits)
 		})
-	}
-}
-
-// TestAdmitRefuses: a connection request from a client the server's Admit
-// refuses is rejected before anything is set up for it.
-func TestAdmitRefuses(t *testing.T) {
-	var asked []string
-	var mu sync.Mutex
-	b := newTestBed(t, ServerConfig{Admit: func(remote string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		asked = append(asked, remote)
-		return false
-	}})
-	dev, err := b.prov.Open(context.Background(), "", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	pd, err := dev.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pd.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	own := PrivateData{SendSize: 4096, RecvSize: 4096}
-	conn, err := pd.Dial(ctx, b.rdma.Addr(), verbs.ConnConfig{SendDepth: 4, RecvDepth: 4, MaxSendSGE: 1, MaxRecvSGE: 1,
-		ResponderResources: 1, PrivateData: own.Encode(), Timeout: 5 * time.Second})
-	if err == nil {
-		conn.Close()
-		t.Fatal("a refused client connected")
-	}
-	if !errors.Is(err, verbs.ErrRejected) {
-		t.Errorf("refused client: %v, want a rejection", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(asked) != 1 || !strings.HasPrefix(asked[0], "127.0.0.1:") {
-		t.Errorf("Admit was asked about %q", asked)
 	}
 }

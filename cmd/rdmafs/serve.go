@@ -16,7 +16,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3/server"
-	"github.com/rdmafs/rdmafs/xprtrdma"
+	"github.com/rdmafs/rdmafs/svcrdma"
 )
 
 // serveOptions are the -o options of rdmafs serve.
@@ -179,7 +179,7 @@ func serve(args []string) error {
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
 	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.export, clientList(&o))
-	var rdmaSrv *xprtrdma.Server
+	var rdmaSrv *svcrdma.Server
 	if o.rdma {
 		if rdmaSrv, err = serveRDMA(srv, &o, logger.Printf); err != nil {
 			l.Close()
@@ -228,19 +228,19 @@ func hostForURL(ip string) string {
 
 // serveRDMA starts the RPC-over-RDMA listener in front of srv. MOUNT stays
 // on TCP.
-func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (*xprtrdma.Server, error) {
+func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (*svcrdma.Server, error) {
 	p, err := provider(o.provider)
 	if err != nil {
 		return nil, err
 	}
 	listen := hostPort(o.addr, o.rdmaPort)
-	rs, err := xprtrdma.Listen(context.Background(), xprtrdma.ServerConfig{
+	rs, err := svcrdma.Listen(context.Background(), svcrdma.Config{
 		Provider: p,
 		Addr:     listen,
 		// RDMA connections count as secure (as in knfsd's svcrdma);
 		// the client list applies to them as to TCP.
 		Admit: func(remote string) bool { return srv.AllowsClient(remote, listen) },
-		NewSession: func(send xprtrdma.SendFunc) xprtrdma.Session {
+		NewSession: func(send svcrdma.SendFunc) svcrdma.Session {
 			return srv.NewPlacingSession(func(reply []byte, pl server.Placement) error {
 				return send(reply, pl.Off, pl.Len)
 			})

@@ -1,4 +1,4 @@
-package xprtrdma
+package rpcrdma
 
 import "encoding/binary"
 

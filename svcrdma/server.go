@@ -1,4 +1,4 @@
-package xprtrdma
+package svcrdma
 
 import (
 	"context"
@@ -7,15 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
-
-// The server side: an RPC-over-RDMA listener in front of an RPC service
-// that takes whole call messages (nfs3/server's Session). It accepts
-// connections with RFC 8797 private data, grants credits, pulls read
-// chunks, pushes READ data into write chunks and large replies into reply
-// chunks, and answers calls it cannot take with RDMA_ERROR: ERR_VERS for
-// another version, ERR_CHUNK for chunks it cannot process.
 
 // Session is the RPC service of one connection: Call takes one whole call
 // message (and copies it), Close ends the service. Replies come back
@@ -31,8 +25,8 @@ type Session interface {
 // SendFunc returns.
 type SendFunc func(reply []byte, off, n int) error
 
-// ServerConfig configures a Server.
-type ServerConfig struct {
+// Config configures a Server.
+type Config struct {
 	Provider verbs.Provider
 	Addr     string // host:port to listen on
 	// Credits granted to each client (at most what it asks for); Linux
@@ -55,7 +49,7 @@ type ServerConfig struct {
 
 // Server listens for RPC-over-RDMA connections.
 type Server struct {
-	cfg ServerConfig
+	cfg Config
 	dev verbs.Device
 	pd  verbs.PD
 	l   verbs.Listener
@@ -67,7 +61,7 @@ type Server struct {
 }
 
 // Listen starts listening at cfg.Addr.
-func Listen(ctx context.Context, cfg ServerConfig) (*Server, error) {
+func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Credits <= 0 {
 		cfg.Credits = 64
 	}
@@ -176,37 +170,37 @@ func (s *Server) logf(format string, args ...any) {
 // accept takes a connection request: it learns the client's inline sizes
 // and sets up the connection's buffers.
 func (s *Server) accept(req verbs.ConnRequest) (*svcConn, error) {
-	peer, _ := DecodePrivateData(req.PrivateData())
+	peer, _ := rpcrdma.DecodePrivateData(req.PrivateData())
 	cfg := &s.cfg
 	c := &svcConn{s: s, calls: make(map[uint32]*svcCall)}
 	// What the client sends and receives inline.
 	c.recvInline = min(cfg.MaxInline, peer.SendSize)
 	c.sendInline = min(cfg.MaxInline, peer.RecvSize)
-	c.remoteInv = peer.Flags&PrivRemoteInvalidate != 0
+	c.remoteInv = peer.Flags&rpcrdma.PrivRemoteInvalidate != 0
 	var err error
 	inline := cfg.MaxInline
 	// Small buffers: Receives, Sends, inline calls, error replies.
-	if c.small, err = newArena(6*cfg.Credits+8, inline); err != nil {
+	if c.small, err = rpcrdma.NewArena(6*cfg.Credits+8, inline); err != nil {
 		req.Reject(nil)
 		return nil, err
 	}
-	if c.data, err = newArena(2*cfg.Credits, (cfg.MaxIO+4095)&^4095); err != nil {
-		c.small.close()
+	if c.data, err = rpcrdma.NewArena(2*cfg.Credits, (cfg.MaxIO+4095)&^4095); err != nil {
+		c.small.Close()
 		req.Reject(nil)
 		return nil, err
 	}
-	if c.smallMR, err = s.pd.Register(c.small.mem, 0, len(c.small.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+	if c.smallMR, err = s.pd.Register(c.small.Mem(), 0, len(c.small.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
 		c.freeMemory()
 		req.Reject(nil)
 		return nil, err
 	}
-	if c.dataMR, err = s.pd.Register(c.data.mem, 0, len(c.data.mem.Bytes()), verbs.AccessLocalWrite); err != nil {
+	if c.dataMR, err = s.pd.Register(c.data.Mem(), 0, len(c.data.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
 		c.freeMemory()
 		req.Reject(nil)
 		return nil, err
 	}
 	caps := s.dev.Caps()
-	own := PrivateData{SendSize: cfg.MaxInline, RecvSize: cfg.MaxInline}
+	own := rpcrdma.PrivateData{SendSize: cfg.MaxInline, RecvSize: cfg.MaxInline}
 	c.conn, err = req.Accept(verbs.ConnConfig{
 		SendDepth: 8*cfg.Credits + 8, RecvDepth: cfg.Credits + 8,
 		MaxSendSGE: 2, MaxRecvSGE: 1,

@@ -1,4 +1,4 @@
-package xprtrdma
+package svcrdma
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -15,8 +16,8 @@ import (
 type svcConn struct {
 	s       *Server
 	conn    verbs.Conn
-	small   *arena // Sends and Receives
-	data    *arena // chunk data pulled and pushed
+	small   *rpcrdma.Arena // Sends and Receives
+	data    *rpcrdma.Arena // chunk data pulled and pushed
 	smallMR verbs.MR
 	dataMR  verbs.MR
 	session Session
@@ -31,7 +32,7 @@ type svcConn struct {
 	requested int                 // credits the client asks for
 
 	dispatch chan *svcCall
-	hdr      Header
+	hdr      rpcrdma.Header
 }
 
 // svcCall is one call on the server: its chunks and the buffers that carry
@@ -41,23 +42,23 @@ type svcCall struct {
 	idx int
 
 	xid    uint32
-	write  WriteChunk // the write chunk offered, if hasW
-	reply  WriteChunk // the reply chunk offered, if hasR
+	write  rpcrdma.WriteChunk // the write chunk offered, if hasW
+	reply  rpcrdma.WriteChunk // the reply chunk offered, if hasR
 	hasW   bool
 	hasR   bool
 	invKey uint32 // the rkey to invalidate with the reply, if hasInv
 	hasInv bool
 
-	msg     []byte // the whole call message, in pull
-	pull    *block // the call, assembled (with read chunk data pulled in)
-	pullLen int    // the message's length once the pull completes
-	push    *block // reply data pushed to the client
-	send    *block
+	msg     []byte         // the whole call message, in pull
+	pull    *rpcrdma.Block // the call, assembled (with read chunk data pulled in)
+	pullLen int            // the message's length once the pull completes
+	push    *rpcrdma.Block // reply data pushed to the client
+	send    *rpcrdma.Block
 }
 
 // Work request kinds of the server.
 const (
-	svcRecv wrKind = iota + 1
+	svcRecv rpcrdma.WRKind = iota + 1
 	svcRead
 	svcSend
 	svcErrSend // an RDMA_ERROR's Send: the id names its buffer
@@ -119,7 +120,7 @@ func (c *svcConn) dispatcher(done chan<- struct{}) {
 		msg, pull := sc.msg, sc.pull
 		sc.msg, sc.pull = nil, nil
 		err := c.session.Call(msg)
-		pull.release() // Call copied the message
+		pull.Release() // Call copied the message
 		if err != nil {
 			c.conn.Disconnect()
 		}
@@ -127,13 +128,13 @@ func (c *svcConn) dispatcher(done chan<- struct{}) {
 }
 
 func (c *svcConn) postRecv() error {
-	b, err := c.small.get(context.Background(), nil)
+	b, err := c.small.Get(context.Background(), nil)
 	if err != nil {
 		return err
 	}
-	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: b.off(), Length: c.small.blockSize}}
-	if err := c.conn.PostRecv(&verbs.RecvWR{ID: wrID(svcRecv, b.idx), SGL: sge[:]}); err != nil {
-		b.release()
+	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: b.Off(), Length: c.small.BlockSize()}}
+	if err := c.conn.PostRecv(&verbs.RecvWR{ID: rpcrdma.WRID(svcRecv, b.Index()), SGL: sge[:]}); err != nil {
+		b.Release()
 		return err
 	}
 	return nil
@@ -141,16 +142,16 @@ func (c *svcConn) postRecv() error {
 
 // complete handles one work completion; false ends the connection.
 func (c *svcConn) complete(wc *verbs.Completion) bool {
-	kind, n := splitWRID(wc.ID)
+	kind, n := rpcrdma.SplitWRID(wc.ID)
 	switch kind {
 	case svcRecv:
-		b := &c.small.blocks[n]
+		b := c.small.Block(n)
 		if wc.Status != verbs.StatusSuccess {
-			b.release()
+			b.Release()
 			return wc.Status == verbs.StatusWRFlushErr
 		}
-		err := c.receive(b.bytes()[:wc.ByteLen])
-		b.release()
+		err := c.receive(b.Bytes()[:wc.ByteLen])
+		b.Release()
 		if err == nil {
 			err = c.postRecv()
 		}
@@ -168,7 +169,7 @@ func (c *svcConn) complete(wc *verbs.Completion) bool {
 			// the queue pair is in error, the connection ends.
 			return false
 		}
-		sc.msg = sc.pull.bytes()[:sc.pullLen]
+		sc.msg = sc.pull.Bytes()[:sc.pullLen]
 		c.dispatch <- sc
 	case svcSend:
 		if n < 0 || n >= len(c.table) {
@@ -179,8 +180,8 @@ func (c *svcConn) complete(wc *verbs.Completion) bool {
 		}
 		c.freeCall(&c.table[n])
 	case svcErrSend:
-		if n >= 0 && n < len(c.small.blocks) && wc.Status == verbs.StatusSuccess {
-			c.small.blocks[n].release()
+		if n >= 0 && n < c.small.Len() && wc.Status == verbs.StatusSuccess {
+			c.small.Block(n).Release()
 		}
 		return wc.Status == verbs.StatusSuccess
 	case svcWrite:
@@ -194,19 +195,19 @@ func (c *svcConn) complete(wc *verbs.Completion) bool {
 func (c *svcConn) receive(data []byte) error {
 	h := &c.hdr
 	hlen, err := h.Decode(data)
-	if err != nil || h.Vers != Version {
+	if err != nil || h.Vers != rpcrdma.Version {
 		if len(data) < 4 {
 			return fmt.Errorf("message of %d bytes", len(data))
 		}
 		xid := binary.BigEndian.Uint32(data)
 		if err == nil {
-			c.sendError(xid, ErrVers)
+			c.sendError(xid, rpcrdma.ErrVers)
 		} else {
-			c.sendError(xid, ErrChunk)
+			c.sendError(xid, rpcrdma.ErrChunk)
 		}
 		return nil
 	}
-	if h.Proc == ProcError {
+	if h.Proc == rpcrdma.ProcError {
 		return nil // a client has no business sending errors: ignore
 	}
 	c.mu.Lock()
@@ -229,7 +230,7 @@ func (c *svcConn) receive(data []byte) error {
 		c.mu.Lock()
 		delete(c.calls, h.Xid)
 		c.mu.Unlock()
-		c.sendError(h.Xid, ErrChunk)
+		c.sendError(h.Xid, rpcrdma.ErrChunk)
 		c.freeCall(sc)
 		return nil
 	}
@@ -243,7 +244,7 @@ func (c *svcConn) receive(data []byte) error {
 // assembles its message: at once when it is all inline, else by posting
 // the RDMA Reads of its read chunk into place (receive dispatches it when
 // sc.msg is set, the Read's completion when it is not).
-func (c *svcConn) prepare(sc *svcCall, h *Header, inline []byte) error {
+func (c *svcConn) prepare(sc *svcCall, h *rpcrdma.Header, inline []byte) error {
 	if h.NWrites > 1 {
 		return errChunk
 	}
@@ -262,12 +263,12 @@ func (c *svcConn) prepare(sc *svcCall, h *Header, inline []byte) error {
 	if h.NReads == 0 {
 		pool = c.small
 	}
-	b := pool.tryGet()
+	b := pool.TryGet()
 	if b == nil {
 		return errNoBuffer
 	}
 	sc.pull = b
-	buf := b.bytes()
+	buf := b.Bytes()
 	pos, total, err := checkCall(h, inline, c.recvInline, len(buf))
 	if err != nil {
 		return err
@@ -286,9 +287,9 @@ func (c *svcConn) prepare(sc *svcCall, h *Header, inline []byte) error {
 	msgLen := len(inline) + total + pad
 	for i, r := range h.Reads[:h.NReads] {
 		last := i == h.NReads-1
-		sge := [1]verbs.SGE{{MR: c.dataMR, Offset: b.off() + at, Length: int(r.Length)}}
+		sge := [1]verbs.SGE{{MR: c.dataMR, Offset: b.Off() + at, Length: int(r.Length)}}
 		err := c.conn.PostSend(&verbs.SendWR{
-			ID: wrID(svcRead, sc.idx), Opcode: verbs.OpRDMARead, SGL: sge[:], Signaled: last,
+			ID: rpcrdma.WRID(svcRead, sc.idx), Opcode: verbs.OpRDMARead, SGL: sge[:], Signaled: last,
 			RemoteAddr: r.Offset, RKey: r.Handle,
 		})
 		if err != nil {
@@ -306,12 +307,12 @@ func (c *svcConn) prepare(sc *svcCall, h *Header, inline []byte) error {
 // one read chunk, at a 4-byte aligned position inside the inline part (0
 // and nothing inline for RDMA_NOMSG), and the whole message within a
 // buffer of bufSize. It returns the read chunk's position and length.
-func checkCall(h *Header, inline []byte, maxInline, bufSize int) (pos uint32, total int, err error) {
+func checkCall(h *rpcrdma.Header, inline []byte, maxInline, bufSize int) (pos uint32, total int, err error) {
 	if len(inline) > maxInline {
 		return 0, 0, errChunk
 	}
 	if h.NReads == 0 {
-		if h.Proc != ProcMsg {
+		if h.Proc != rpcrdma.ProcMsg {
 			return 0, 0, errChunk
 		}
 		return 0, 0, nil
@@ -329,7 +330,7 @@ func checkCall(h *Header, inline []byte, maxInline, bufSize int) (pos uint32, to
 	switch {
 	case pos%4 != 0 || int(pos) > len(inline):
 		return 0, 0, errChunk
-	case h.Proc == ProcNoMsg && (pos != 0 || len(inline) != 0):
+	case h.Proc == rpcrdma.ProcNoMsg && (pos != 0 || len(inline) != 0):
 		return 0, 0, errChunk
 	case len(inline)+total+xdr.Pad(total) > bufSize:
 		return 0, 0, errChunk
@@ -360,14 +361,14 @@ func (c *svcConn) sendReply(reply []byte, off, n int) error {
 	if sc == nil {
 		return nil // the connection went away, or a reply to no call
 	}
-	h := Header{Xid: xid, Vers: Version, Credits: c.grant(), Proc: ProcMsg}
+	h := rpcrdma.Header{Xid: xid, Vers: rpcrdma.Version, Credits: c.grant(), Proc: rpcrdma.ProcMsg}
 	inline := reply
 	var pushed []pushSeg
 	if sc.hasW {
 		chunk := sc.write
 		if n > 0 {
 			if uint64(n) > chunk.Len() {
-				c.sendError(xid, ErrChunk)
+				c.sendError(xid, rpcrdma.ErrChunk)
 				c.freeCall(sc)
 				return nil
 			}
@@ -384,15 +385,15 @@ func (c *svcConn) sendReply(reply []byte, off, n int) error {
 		setChunkLengths(&chunk, 0)
 		h.Reply, h.HasReply = chunk, true
 	}
-	if h.encodedLen()+len(inline) > c.sendInline {
+	if h.EncodedLen()+len(inline) > c.sendInline {
 		if !sc.hasR || uint64(len(inline)) > sc.reply.Len() {
-			c.sendError(xid, ErrChunk)
+			c.sendError(xid, rpcrdma.ErrChunk)
 			c.freeCall(sc)
 			return nil
 		}
 		chunk := sc.reply
 		pushed = append(pushed, c.placeInChunk(&chunk, inline)...)
-		h.Reply, h.Proc = chunk, ProcNoMsg
+		h.Reply, h.Proc = chunk, rpcrdma.ProcNoMsg
 		inline = nil
 	}
 	return c.post(sc, &h, inline, pushed)
@@ -402,12 +403,12 @@ func (c *svcConn) sendReply(reply []byte, off, n int) error {
 // segment of the client's.
 type pushSeg struct {
 	data []byte
-	seg  Segment
+	seg  rpcrdma.Segment
 }
 
 // placeInChunk lays data over the chunk's segments in order, sets the
 // segments' lengths to what each receives, and returns the writes.
-func (c *svcConn) placeInChunk(chunk *WriteChunk, data []byte) []pushSeg {
+func (c *svcConn) placeInChunk(chunk *rpcrdma.WriteChunk, data []byte) []pushSeg {
 	var out []pushSeg
 	for i := range chunk.Segments[:chunk.N] {
 		s := &chunk.Segments[i]
@@ -421,7 +422,7 @@ func (c *svcConn) placeInChunk(chunk *WriteChunk, data []byte) []pushSeg {
 	return out
 }
 
-func setChunkLengths(chunk *WriteChunk, n uint32) {
+func setChunkLengths(chunk *rpcrdma.WriteChunk, n uint32) {
 	for i := range chunk.Segments[:chunk.N] {
 		chunk.Segments[i].Length = n
 	}
@@ -430,18 +431,18 @@ func setChunkLengths(chunk *WriteChunk, n uint32) {
 // post copies the pushed data into registered memory, posts its RDMA
 // Writes and then the Send of header and inline part; the call's slot is
 // freed when the Send completes.
-func (c *svcConn) post(sc *svcCall, h *Header, inline []byte, pushed []pushSeg) error {
+func (c *svcConn) post(sc *svcCall, h *rpcrdma.Header, inline []byte, pushed []pushSeg) error {
 	if len(pushed) > 0 {
-		b, err := c.data.get(context.Background(), nil)
+		b, err := c.data.Get(context.Background(), nil)
 		if err != nil {
 			return err
 		}
 		sc.push = b
 		at := 0
 		for _, p := range pushed {
-			copy(b.bytes()[at:], p.data)
-			sge := [1]verbs.SGE{{MR: c.dataMR, Offset: b.off() + at, Length: len(p.data)}}
-			err := c.conn.PostSend(&verbs.SendWR{ID: wrID(svcWrite, sc.idx), Opcode: verbs.OpRDMAWrite, SGL: sge[:],
+			copy(b.Bytes()[at:], p.data)
+			sge := [1]verbs.SGE{{MR: c.dataMR, Offset: b.Off() + at, Length: len(p.data)}}
+			err := c.conn.PostSend(&verbs.SendWR{ID: rpcrdma.WRID(svcWrite, sc.idx), Opcode: verbs.OpRDMAWrite, SGL: sge[:],
 				RemoteAddr: p.seg.Offset, RKey: p.seg.Handle})
 			if err != nil {
 				c.freeCall(sc)
@@ -450,16 +451,16 @@ func (c *svcConn) post(sc *svcCall, h *Header, inline []byte, pushed []pushSeg) 
 			at += len(p.data)
 		}
 	}
-	send, err := c.small.get(context.Background(), nil)
+	send, err := c.small.Get(context.Background(), nil)
 	if err != nil {
 		c.freeCall(sc)
 		return err
 	}
 	sc.send = send
-	msg := h.Encode(send.bytes()[:0])
+	msg := h.Encode(send.Bytes()[:0])
 	msg = append(msg, inline...)
-	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.off(), Length: len(msg)}}
-	wr := verbs.SendWR{ID: wrID(svcSend, sc.idx), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}
+	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.Off(), Length: len(msg)}}
+	wr := verbs.SendWR{ID: rpcrdma.WRID(svcSend, sc.idx), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}
 	if sc.hasInv {
 		wr.Opcode, wr.InvalidateRKey = verbs.OpSendWithInv, sc.invKey
 	}
@@ -472,24 +473,24 @@ func (c *svcConn) post(sc *svcCall, h *Header, inline []byte, pushed []pushSeg) 
 
 // sendError answers xid with RDMA_ERROR.
 func (c *svcConn) sendError(xid uint32, code uint32) {
-	h := Header{Xid: xid, Vers: Version, Credits: c.grant(), Proc: ProcError, ErrCode: code, VersLow: Version, VersHigh: Version}
-	send := c.small.tryGet()
+	h := rpcrdma.Header{Xid: xid, Vers: rpcrdma.Version, Credits: c.grant(), Proc: rpcrdma.ProcError, ErrCode: code, VersLow: rpcrdma.Version, VersHigh: rpcrdma.Version}
+	send := c.small.TryGet()
 	if send == nil {
 		return // the client's call times out instead
 	}
-	msg := h.Encode(send.bytes()[:0])
-	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.off(), Length: len(msg)}}
-	if err := c.conn.PostSend(&verbs.SendWR{ID: wrID(svcErrSend, send.idx), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}); err != nil {
-		send.release()
+	msg := h.Encode(send.Bytes()[:0])
+	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.Off(), Length: len(msg)}}
+	if err := c.conn.PostSend(&verbs.SendWR{ID: rpcrdma.WRID(svcErrSend, send.Index()), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}); err != nil {
+		send.Release()
 		c.s.logf("rpcrdma: send RDMA_ERROR: %v", err)
 	}
 }
 
 // freeCall gives back a call's buffers and slot.
 func (c *svcConn) freeCall(sc *svcCall) {
-	for _, b := range []*block{sc.pull, sc.push, sc.send} {
+	for _, b := range []*rpcrdma.Block{sc.pull, sc.push, sc.send} {
 		if b != nil {
-			b.release()
+			b.Release()
 		}
 	}
 	sc.pull, sc.push, sc.send, sc.msg = nil, nil, nil, nil
@@ -513,17 +514,17 @@ func (c *svcConn) freeMemory() {
 		c.smallMR.Deregister()
 	}
 	if c.data != nil {
-		c.data.close()
+		c.data.Close()
 	}
 	if c.small != nil {
-		c.small.close()
+		c.small.Close()
 	}
 }
 
 // invalidation picks the rkey the reply may invalidate remotely: only when
 // the client takes Send With Invalidate and every segment of the call's
 // chunks has the same one (as Linux svcrdma).
-func (c *svcConn) invalidation(h *Header) (uint32, bool) {
+func (c *svcConn) invalidation(h *rpcrdma.Header) (uint32, bool) {
 	if !c.remoteInv {
 		return 0, false
 	}

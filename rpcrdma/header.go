@@ -1,4 +1,4 @@
-package xprtrdma
+package rpcrdma
 
 import (
 	"errors"
@@ -34,7 +34,17 @@ const (
 // reply only to say what is wrong with it.
 const (
 	MaxSegments    = 16
-	maxWriteChunks = 4
+	MaxWriteChunks = 4
+)
+
+// Encoded sizes, for choosing how a message goes before encoding its
+// header.
+const (
+	headerFixed  = 4 * 4 // xid, vers, credits, proc
+	listEnd      = 4     // the "no more entries" of a list
+	segmentBytes = 16
+	// ReadEntryLen is what one segment of a read chunk adds to a header.
+	ReadEntryLen = 4 + 4 + segmentBytes
 )
 
 // Segment is an rdma_segment: Length bytes of the memory named by Handle
@@ -79,7 +89,7 @@ type Header struct {
 	Reads  [MaxSegments]ReadSegment
 	NReads int
 
-	Writes  [maxWriteChunks]WriteChunk
+	Writes  [MaxWriteChunks]WriteChunk
 	NWrites int
 
 	Reply    WriteChunk
@@ -95,6 +105,20 @@ var (
 	ErrShortHeader = errors.New("rpcrdma: header too short")
 	errTooMany     = errors.New("rpcrdma: too many segments")
 )
+
+// EncodedLen is the length of the header's encoding (of RDMA_MSG or
+// RDMA_NOMSG).
+func (h *Header) EncodedLen() int {
+	n := headerFixed + listEnd + listEnd + 4
+	n += h.NReads * ReadEntryLen
+	for i := range h.Writes[:h.NWrites] {
+		n += 4 + 4 + segmentBytes*h.Writes[i].N
+	}
+	if h.HasReply {
+		n += 4 + segmentBytes*h.Reply.N
+	}
+	return n
+}
 
 // Encode appends the header to buf.
 func (h *Header) Encode(buf []byte) []byte {
@@ -183,7 +207,7 @@ func (h *Header) Decode(b []byte) (int, error) {
 		h.NReads++
 	}
 	for d.Bool() {
-		if h.NWrites == maxWriteChunks {
+		if h.NWrites == MaxWriteChunks {
 			return 0, errTooMany
 		}
 		if err := getChunk(&d, &h.Writes[h.NWrites]); err != nil {

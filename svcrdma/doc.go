@@ -1,0 +1,12 @@
+// Package svcrdma is the server side of RPC-over-RDMA Version One (RFC
+// 8166, RFC 8267, RFC 8797) over the verbs package: the listener of
+// `rdmafs serve -o proto=rdma`, in front of an RPC service that takes
+// whole call messages (nfs3/server's sessions).
+//
+// It accepts connections with RFC 8797 private data, grants credits, pulls
+// read chunks, pushes READ data into write chunks and large replies into
+// reply chunks, and answers calls it cannot take with RDMA_ERROR: ERR_VERS
+// for another version, ERR_CHUNK for chunks it cannot process. The wire
+// format and the registered buffers are package rpcrdma's, which the
+// client, xprtrdma, shares.
+package svcrdma
