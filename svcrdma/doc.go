@@ -9,4 +9,9 @@
 // for another version, ERR_CHUNK for chunks it cannot process. The wire
 // format and the registered buffers are package rpcrdma's, which the
 // client, xprtrdma, shares.
+//
+// The files follow the kernel's svcrdma: server.go listens and accepts
+// (svc_rdma_transport.c), conn.go is one connection's buffers, call table
+// and completion loop, recvfrom.go takes calls (svc_rdma_recvfrom.c) and
+// sendto.go sends replies (svc_rdma_sendto.c).
 package svcrdma
