@@ -25,8 +25,11 @@
 // backoff dials as soon as the server answers again (with a provider that
 // can probe).
 //
-// The files follow the kernel's split: marshal.go chooses and parses
-// chunks (rpc_rdma.c), memreg.go is the registered buffers' exposure
-// (frwr_ops.c), endpoint.go is one connection's verbs resources
-// (verbs.c), and transport.go is the transport (transport.c).
+// The files follow the kernel's split. transport.go is the transport and
+// its RoundTrip, credits.go the credits (transport.c); marshal.go chooses
+// how a call goes and builds it, reply.go takes replies apart (rpc_rdma.c);
+// endpoint.go is one connection's verbs resources, send.go posts a call's
+// work requests, completion.go handles their completions, teardown.go
+// ends a connection (verbs.c); memreg.go exposes chunk buffers to the
+// server (frwr_ops.c); request.go is a call's state on its connection.
 package xprtrdma

@@ -250,18 +250,3 @@ func (t *Transport) logOnce(format string, args ...any) {
 		t.logf("%s", msg)
 	}
 }
-
-func (ep *endpoint) alive() bool {
-	select {
-	case <-ep.lost:
-		return false
-	default:
-		return true
-	}
-}
-
-func (ep *endpoint) cause() error {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	return ep.err
-}

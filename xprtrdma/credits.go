@@ -1,0 +1,112 @@
+package xprtrdma
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// Credits: how many calls may be out at once. The client asks the server
+// for as many as its slot table has (within what the device's queues
+// hold) and never has more calls out than the server's last grant, as
+// the kernel's transport.c and rpc_rdma.c count them.
+
+// queueDepths are the work requests a connection's queues must hold for
+// n credits under strategy m: per call a Send and, with memory windows,
+// up to two binds and two local invalidations; a Receive per call; and
+// some spare.
+func queueDepths(n int, m MemReg) (send, recv int) {
+	perCall := 1
+	if m == MemRegMW {
+		perCall = 5
+	}
+	return perCall*n + 8, n + 8
+}
+
+// fitCredits is the largest number of credits, up to want, whose queues
+// and completion queue the device can hold (as the Linux client lowers
+// its slot table to what the device takes).
+func fitCredits(want int, m MemReg, caps verbs.Caps) int {
+	fits := func(n int) bool {
+		send, recv := queueDepths(n, m)
+		return (caps.MaxQPWR <= 0 || max(send, recv) <= caps.MaxQPWR) &&
+			(caps.MaxCQE <= 0 || send+recv <= caps.MaxCQE)
+	}
+	if fits(want) {
+		return want
+	}
+	lo, hi := 1, want
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// credit takes a credit and a request for a call, waiting while as many
+// calls are out as the server granted.
+func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*request, error) {
+	t := ep.t
+	waited := false
+	for {
+		ep.mu.Lock()
+		if ep.err != nil {
+			ep.mu.Unlock()
+			if waited {
+				t.stats.backlog.Add(-1)
+			}
+			return nil, fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.err)
+		}
+		if ep.inflight < ep.granted && len(ep.free) > 0 {
+			ep.inflight++
+			r := ep.free[len(ep.free)-1]
+			ep.free = ep.free[:len(ep.free)-1]
+			ep.idle.Stop()
+			ep.mu.Unlock()
+			if waited {
+				t.stats.backlog.Add(-1)
+			}
+			return r, nil
+		}
+		wake := ep.wake
+		ep.mu.Unlock()
+		if !waited {
+			waited = true
+			t.stats.backlog.Add(1)
+			t.stats.creditWaits.Add(1)
+		}
+		select {
+		case <-wake:
+		case <-ep.lost:
+		case <-ctx.Done():
+			t.stats.backlog.Add(-1)
+			return nil, ctx.Err()
+		case <-deadline:
+			t.stats.backlog.Add(-1)
+			return nil, sunrpc.ErrTimeout
+		}
+	}
+}
+
+// wakeLocked wakes calls waiting for a credit. The caller holds ep.mu.
+func (ep *endpoint) wakeLocked() {
+	close(ep.wake)
+	ep.wake = make(chan struct{})
+}
+
+func (ep *endpoint) returnCredit() {
+	ep.mu.Lock()
+	ep.inflight--
+	ep.wakeLocked()
+	if ep.inflight == 0 && ep.err == nil {
+		ep.idle.Reset(ep.t.cfg.IdleTimeout)
+	}
+	ep.mu.Unlock()
+}

@@ -1,0 +1,145 @@
+package xprtrdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/verbs"
+)
+
+// The send path: a call that holds a credit takes its buffers, passes the
+// post lock into the table of calls in flight, and has its Receive and
+// then its Send posted (the kernel's xprt_rdma_send_request and
+// rpcrdma_post_sends).
+
+// send sends call with the credit and request r (from credit) and
+// registers it for its reply; the reply completes r. Every wait (for a
+// Send or Receive buffer, for a chunk buffer) comes before the post lock,
+// and ends when the connection does, so teardown never waits for a call
+// that waits.
+func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) error {
+	t := ep.t
+	ep.mu.Lock()
+	r.reset(call)
+	ep.mu.Unlock()
+	var recv *rpcrdma.Block
+	fail := func(err error) error {
+		if recv != nil {
+			recv.Release()
+		}
+		ep.mu.Lock()
+		delete(ep.pending, call.Xid)
+		ep.mu.Unlock()
+		ep.unwind(r)
+		return err
+	}
+	p, err := ep.plan(call)
+	if err != nil {
+		t.stats.failedMarshal.Add(1)
+		return fail(err)
+	}
+	if r.send, err = t.small.Get(ctx, ep.lost); err != nil {
+		return fail(ep.waitError(err))
+	}
+	if recv, err = t.small.Get(ctx, ep.lost); err != nil {
+		return fail(ep.waitError(err))
+	}
+	if err := ep.take(ctx, r, &p); err != nil {
+		return fail(ep.waitError(err))
+	}
+
+	ep.postMu.RLock()
+	defer ep.postMu.RUnlock()
+	if ep.closed {
+		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
+	}
+	// From here teardown, which waits for the post lock, finds the call
+	// in flight and owns its buffers if it never completes; before, the
+	// call's own failure gives them back (never both).
+	ep.mu.Lock()
+	ep.pending[call.Xid] = r
+	r.posted = true
+	ep.mu.Unlock()
+	var wr verbs.SendWR
+	var sgl [3]verbs.SGE
+	var h rpcrdma.Header
+	if err := ep.marshal(r, &p, &h, &wr, &sgl); err != nil {
+		// A bind or registration failed: the connection is broken.
+		// Registrations made for the call are undone here; windows bound
+		// for it can only be invalidated by ending the connection (an
+		// invalidation would complete after the request is gone).
+		ep.revokeUnsent(r)
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	// A Receive for the reply goes up before the Send.
+	err = ep.postRecv(recv)
+	recv = nil // posted, or given back by postRecv
+	if err != nil {
+		ep.revokeUnsent(r)
+		ep.fail(err)
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	ep.mu.Lock()
+	r.waiting++ // the Send's completion
+	ep.mu.Unlock()
+	t.stats.sends.Add(1)
+	t.stats.reqU.Add(uint64(t.stats.inflight.Load()))
+	t.stats.bklogU.Add(uint64(t.stats.backlog.Load()))
+	call.SentAt = time.Now()
+	if err := ep.conn.PostSend(&wr); err != nil {
+		ep.fail(err)
+		ep.mu.Lock()
+		r.waiting--
+		ep.mu.Unlock()
+		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+	}
+	return nil
+}
+
+// waitError is the error of a call whose wait for a buffer ended: the
+// context's, or the connection's end.
+func (ep *endpoint) waitError(err error) error {
+	if errors.Is(err, rpcrdma.ErrLost) {
+		return fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
+	}
+	return err
+}
+
+// revokeUnsent undoes the per-call registrations of a call that will not
+// be sent. (Its windows, if any, die with the connection, which the
+// caller ends.)
+func (ep *endpoint) revokeUnsent(r *request) {
+	if _, ok := ep.reg.(perCall); ok {
+		ep.reg.revoke(r, 0, false)
+	}
+}
+
+// unwind gives back what a call that was never sent took: its blocks and
+// its credit. Its exposures were revoked or never posted.
+func (ep *endpoint) unwind(r *request) {
+	for _, b := range []*rpcrdma.Block{r.send, r.write, r.reply, r.stage} {
+		if b != nil {
+			b.Release()
+		}
+	}
+	r.send, r.write, r.reply, r.stage, r.call = nil, nil, nil, nil, nil
+	ep.mu.Lock()
+	ep.free = append(ep.free, r)
+	ep.mu.Unlock()
+	ep.returnCredit()
+}
+
+// postRecv posts the Receive buffer b, or gives it back if it cannot.
+func (ep *endpoint) postRecv(b *rpcrdma.Block) error {
+	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.Off(), Length: ep.t.small.BlockSize()}}
+	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: rpcrdma.WRID(wrRecv, b.Index()), SGL: sge[:]}); err != nil {
+		b.Release()
+		return err
+	}
+	return nil
+}

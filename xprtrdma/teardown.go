@@ -1,0 +1,106 @@
+package xprtrdma
+
+import (
+	"errors"
+
+	"github.com/rdmafs/rdmafs/rpcrdma"
+)
+
+// The end of a connection: stop posting, destroy the queue pair, and give
+// back what calls that will never complete hold (the kernel's
+// rpcrdma_xprt_disconnect in verbs.c).
+
+// fail ends the connection because of err; calls waiting on it see lost
+// closed. Teardown happens in the background once the queue pair is gone.
+func (ep *endpoint) fail(err error) {
+	ep.mu.Lock()
+	if ep.err != nil {
+		ep.mu.Unlock()
+		return
+	}
+	ep.err = err
+	close(ep.lost)
+	if ep.idle != nil {
+		ep.idle.Stop()
+	}
+	ep.mu.Unlock()
+	ep.t.dropped(ep, err)
+	go ep.teardown()
+}
+
+// teardown destroys the queue pair, after which the server can reach none
+// of the endpoint's memory, and gives back every buffer of calls that will
+// never complete.
+func (ep *endpoint) teardown() {
+	ep.postMu.Lock()
+	ep.closed = true
+	ep.postMu.Unlock()
+	if ep.conn != nil {
+		ep.conn.Close()
+		<-ep.loopDone
+	}
+	ep.mu.Lock()
+	for xid, r := range ep.pending {
+		delete(ep.pending, xid)
+		r.abandoned = true
+	}
+	var stuck []*request
+	for i := range ep.reqs {
+		if r := &ep.reqs[i]; r.call != nil && r.posted && !r.delivered {
+			stuck = append(stuck, r)
+		}
+	}
+	ep.mu.Unlock()
+	for _, r := range stuck {
+		ep.releaseReply(r)
+		for _, b := range []*rpcrdma.Block{r.send, r.stage} {
+			if b != nil {
+				b.Release()
+			}
+		}
+		r.send, r.stage = nil, nil
+		if p, ok := ep.reg.(perCall); ok {
+			p.revoke(r, 0, false)
+		}
+	}
+	ep.release()
+	close(ep.down)
+}
+
+// release frees the endpoint's verbs resources.
+func (ep *endpoint) release() {
+	if ep.chunkMR != nil {
+		ep.chunkMR.Deregister()
+	}
+	if ep.smallMR != nil {
+		ep.smallMR.Deregister()
+	}
+	if w, ok := ep.reg.(*windows); ok {
+		for _, mw := range w.free {
+			mw.Close()
+		}
+		for i := range ep.reqs {
+			for _, b := range append(ep.reqs[i].mws, ep.reqs[i].invalidating...) {
+				b.mw.Close()
+			}
+		}
+	}
+	if ep.pd != nil {
+		ep.pd.Close()
+	}
+	if ep.dev != nil {
+		ep.dev.Close()
+	}
+}
+
+// closeIfIdle drops a connection nobody used for the idle timeout.
+func (ep *endpoint) closeIfIdle() {
+	ep.mu.Lock()
+	idle := ep.inflight == 0 && len(ep.pending) == 0
+	ep.mu.Unlock()
+	if idle {
+		ep.fail(errIdle)
+	}
+}
+
+var errIdle = errors.New("idle")
