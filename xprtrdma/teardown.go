@@ -79,11 +79,20 @@ func (ep *endpoint) release() {
 		for _, mw := range w.free {
 			mw.Close()
 		}
+		// A caller that took its credit before the connection failed
+		// may still reset its (free, windowless) request under ep.mu:
+		// read the requests' windows under it too.
+		ep.mu.Lock()
 		for i := range ep.reqs {
-			for _, b := range append(ep.reqs[i].mws, ep.reqs[i].invalidating...) {
+			r := &ep.reqs[i]
+			for _, b := range r.mws {
+				b.mw.Close()
+			}
+			for _, b := range r.invalidating {
 				b.mw.Close()
 			}
 		}
+		ep.mu.Unlock()
 	}
 	if ep.pd != nil {
 		ep.pd.Close()
