@@ -68,9 +68,7 @@ func (ep *endpoint) complete(wc *verbs.Completion) {
 		ep.mu.Lock()
 		r.waiting--
 		if kind == wrLocalInv {
-			if w, ok := ep.reg.(*windows); ok {
-				w.invalidated(r)
-			}
+			ep.reg.invalidated(r)
 			r.ready = r.replied
 		}
 		ep.mu.Unlock()

@@ -66,9 +66,27 @@ type registrar interface {
 	expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error)
 	// revoke ends r's exposures. The server invalidated rkey inv already
 	// if hasInv. It reports whether the call must wait for an
-	// invalidation to complete (endpoint.invalidated).
+	// invalidation to complete (invalidated).
 	revoke(r *request, inv uint32, hasInv bool) (wait bool, err error)
+	// invalidated learns that the invalidation revoke posted for r has
+	// completed.
+	invalidated(r *request)
+	// forget ends r's exposures without posting anything, for a call
+	// that will not complete on a live connection (it was not sent, or
+	// its connection is gone): registrations are undone; windows stay
+	// bound until close, after the queue pair is gone (an invalidation
+	// would complete after r is).
+	forget(r *request)
+	// close frees what the registrar holds once the connection's queue
+	// pair is gone.
+	close()
 }
+
+var (
+	_ registrar = persistent{}
+	_ registrar = perCall{}
+	_ registrar = (*windows)(nil)
+)
 
 // persistent exposes the arena's one registration.
 type persistent struct{ ep *endpoint }
@@ -83,6 +101,12 @@ func (p persistent) expose(_ *request, off, n int, _ verbs.Access) (rpcrdma.Segm
 }
 
 func (p persistent) revoke(*request, uint32, bool) (bool, error) { return false, nil }
+
+func (p persistent) invalidated(*request) {}
+
+func (p persistent) forget(*request) {}
+
+func (p persistent) close() {}
 
 // perCall registers each chunk for its call.
 type perCall struct{ ep *endpoint }
@@ -109,6 +133,12 @@ func (p perCall) revoke(r *request, _ uint32, _ bool) (bool, error) {
 	r.mrs = r.mrs[:0]
 	return false, first
 }
+
+func (p perCall) invalidated(*request) {}
+
+func (p perCall) forget(r *request) { _, _ = p.revoke(r, 0, false) }
+
+func (p perCall) close() {}
 
 // windows binds a memory window per chunk.
 type windows struct {
@@ -200,6 +230,31 @@ func (w *windows) invalidated(r *request) {
 		w.put(b.mw)
 	}
 	r.invalidating = r.invalidating[:0]
+}
+
+func (w *windows) forget(*request) {}
+
+// close closes every window: the free ones and those still bound for
+// requests that never completed.
+func (w *windows) close() {
+	for _, mw := range w.free {
+		mw.Close()
+	}
+	// A caller that took its credit before the connection failed
+	// may still reset its (free, windowless) request under ep.mu:
+	// read the requests' windows under it too.
+	ep := w.ep
+	ep.mu.Lock()
+	for i := range ep.reqs {
+		r := &ep.reqs[i]
+		for _, b := range r.mws {
+			b.mw.Close()
+		}
+		for _, b := range r.invalidating {
+			b.mw.Close()
+		}
+	}
+	ep.mu.Unlock()
 }
 
 type boundWindow struct {

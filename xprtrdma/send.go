@@ -69,10 +69,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	var h rpcrdma.Header
 	if err := ep.marshal(r, &p, &h, &wr, &sgl); err != nil {
 		// A bind or registration failed: the connection is broken.
-		// Registrations made for the call are undone here; windows bound
-		// for it can only be invalidated by ending the connection (an
-		// invalidation would complete after the request is gone).
-		ep.revokeUnsent(r)
+		ep.reg.forget(r)
 		ep.fail(err)
 		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
@@ -80,7 +77,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	err = ep.postRecv(recv)
 	recv = nil // posted, or given back by postRecv
 	if err != nil {
-		ep.revokeUnsent(r)
+		ep.reg.forget(r)
 		ep.fail(err)
 		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
@@ -108,15 +105,6 @@ func (ep *endpoint) waitError(err error) error {
 		return fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
 	}
 	return err
-}
-
-// revokeUnsent undoes the per-call registrations of a call that will not
-// be sent. (Its windows, if any, die with the connection, which the
-// caller ends.)
-func (ep *endpoint) revokeUnsent(r *request) {
-	if _, ok := ep.reg.(perCall); ok {
-		ep.reg.revoke(r, 0, false)
-	}
 }
 
 // unwind gives back what a call that was never sent took: its blocks and

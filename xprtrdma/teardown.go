@@ -59,9 +59,7 @@ func (ep *endpoint) teardown() {
 			}
 		}
 		r.send, r.stage = nil, nil
-		if p, ok := ep.reg.(perCall); ok {
-			p.revoke(r, 0, false)
-		}
+		ep.reg.forget(r)
 	}
 	ep.release()
 	close(ep.down)
@@ -75,24 +73,8 @@ func (ep *endpoint) release() {
 	if ep.smallMR != nil {
 		ep.smallMR.Deregister()
 	}
-	if w, ok := ep.reg.(*windows); ok {
-		for _, mw := range w.free {
-			mw.Close()
-		}
-		// A caller that took its credit before the connection failed
-		// may still reset its (free, windowless) request under ep.mu:
-		// read the requests' windows under it too.
-		ep.mu.Lock()
-		for i := range ep.reqs {
-			r := &ep.reqs[i]
-			for _, b := range r.mws {
-				b.mw.Close()
-			}
-			for _, b := range r.invalidating {
-				b.mw.Close()
-			}
-		}
-		ep.mu.Unlock()
+	if ep.reg != nil {
+		ep.reg.close()
 	}
 	if ep.pd != nil {
 		ep.pd.Close()
