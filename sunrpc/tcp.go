@@ -100,26 +100,23 @@ func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 	if err != nil {
 		return err
 	}
-	if !conn.register(call) {
-		return fmt.Errorf("rpc: %s: %w", t.cfg.Addr, ErrDisconnected)
+	if err := conn.register(call); err != nil {
+		return fmt.Errorf("rpc: %s: %w", t.cfg.Addr, err)
 	}
 	t.stats.sends.Add(1)
 	t.stats.reqU.Add(uint64(t.stats.inflight.Load()))
 	t.stats.bklogU.Add(uint64(t.stats.backlog.Load()))
 	call.SentAt = time.Now()
 	if err := conn.send(call, deadline); err != nil {
-		conn.forget(call.Xid)
+		conn.forget(call)
 		t.drop(conn, err)
 		return fmt.Errorf("rpc: %s: send: %v: %w", t.cfg.Addr, err, ErrDisconnected)
 	}
-	err = call.Wait(ctx, conn.lost)
+	err = conn.calls.Wait(ctx, call)
 	if err == nil {
 		return nil
 	}
-	if !conn.forget(call.Xid) {
-		<-call.done // the reader claimed the call: its reply is here
-		return nil
-	}
+	conn.armIdle()
 	if errors.Is(err, ErrTimeout) {
 		t.drop(conn, ErrTimeout)
 	}
@@ -276,10 +273,7 @@ type tcpConn struct {
 	iov [5][]byte
 	hdr [4]byte
 
-	mu      sync.Mutex
-	pending map[uint32]*Call
-	err     error
-	lost    chan struct{} // closed when the connection fails
+	calls   *Pending[struct{}]
 	idle    *time.Timer
 	replied atomic.Bool // a reply has arrived on this connection
 }
@@ -288,74 +282,45 @@ func newTCPConn(nc net.Conn, cfg TCPConfig) *tcpConn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &tcpConn{nc: nc, cfg: cfg, pending: make(map[uint32]*Call), lost: make(chan struct{})}
+	c := &tcpConn{nc: nc, cfg: cfg, calls: NewPending[struct{}](ForgetAbandoned)}
 	c.idle = time.AfterFunc(cfg.IdleTimeout, c.closeIfIdle)
 	return c
 }
 
-// register records call as waiting for a reply; false if the connection
-// has failed.
-func (c *tcpConn) register(call *Call) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return false
-	}
-	c.pending[call.Xid] = call
+// register records call as waiting for a reply; it fails once the
+// connection has.
+func (c *tcpConn) register(call *Call) error {
+	// Stopped first: an idle timer the reader re-arms meanwhile finds
+	// the call when it fires.
 	c.idle.Stop()
-	return true
+	return c.calls.Add(call, struct{}{})
 }
 
-// forget takes call back from the connection; false if the reader has
-// already claimed it.
-func (c *tcpConn) forget(xid uint32) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.pending[xid]; !ok {
-		return false
-	}
-	delete(c.pending, xid)
+// forget takes back a call that was not sent.
+func (c *tcpConn) forget(call *Call) {
+	c.calls.Remove(call)
 	c.armIdle()
-	return true
 }
 
-// claim takes the call waiting for xid, if any.
-func (c *tcpConn) claim(xid uint32) *Call {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	call := c.pending[xid]
-	if call != nil {
-		delete(c.pending, xid)
-		c.armIdle()
-	}
-	return call
-}
-
+// armIdle starts the idle timeout once no call is in flight.
 func (c *tcpConn) armIdle() {
-	if len(c.pending) == 0 && c.err == nil {
+	if c.calls.Len() == 0 && c.calls.Err() == nil {
 		c.idle.Reset(c.cfg.IdleTimeout)
 	}
 }
 
 func (c *tcpConn) closeIfIdle() {
-	c.mu.Lock()
-	idle := len(c.pending) == 0
-	c.mu.Unlock()
-	if idle {
+	if c.calls.Len() == 0 {
 		c.fail(errors.New("idle"))
 	}
 }
 
-// fail closes the connection; calls waiting on it see lost closed.
+// fail closes the connection; calls waiting on it return ErrDisconnected.
 func (c *tcpConn) fail(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
+	if !c.calls.Fail(err) {
 		return
 	}
-	c.err = err
 	c.idle.Stop()
-	close(c.lost)
 	_ = c.nc.Close()
 	if c.cfg.Logf != nil && !errors.Is(err, ErrClosed) {
 		c.cfg.Logf("rpc: %s: connection closed: %v", c.cfg.Addr, err)
@@ -364,18 +329,14 @@ func (c *tcpConn) fail(err error) {
 
 func (c *tcpConn) alive() bool {
 	select {
-	case <-c.lost:
+	case <-c.calls.Lost():
 		return false
 	default:
 		return true
 	}
 }
 
-func (c *tcpConn) cause() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+func (c *tcpConn) cause() error { return c.calls.Err() }
 
 // send writes the call as one record: the head, the payload with its pad
 // and the tail, in one writev.
@@ -411,16 +372,14 @@ func (c *tcpConn) readLoop(t *TCP) {
 			t.drop(c, fmt.Errorf("reply record of %d bytes", len(buf.B)))
 			return
 		}
-		call := c.claim(binary.BigEndian.Uint32(buf.B))
-		if call == nil {
+		if !c.calls.Deliver(binary.BigEndian.Uint32(buf.B), Reply{Msg: buf.B}, buf) {
 			t.stats.badXids.Add(1)
 			buf.Release()
 			continue
 		}
+		c.armIdle()
 		t.stats.recvs.Add(1)
 		t.connectionWorks(c)
-		call.Reply = Reply{Msg: buf.B, buf: buf}
-		call.done <- struct{}{}
 	}
 }
 
