@@ -115,8 +115,9 @@ func (ep *endpoint) unwind(r *request) {
 			b.Release()
 		}
 	}
-	r.send, r.write, r.reply, r.stage, r.call = nil, nil, nil, nil, nil
 	ep.mu.Lock()
+	// Under the lock: teardown looks at every request's call.
+	r.send, r.write, r.reply, r.stage, r.call = nil, nil, nil, nil, nil
 	ep.free = append(ep.free, r)
 	ep.mu.Unlock()
 	ep.returnCredit()
