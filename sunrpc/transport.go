@@ -7,7 +7,9 @@ import (
 )
 
 // Transport carries RPC calls to one server over one connection at a time.
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use. One that takes replies
+// on a reader of its own keeps each connection's calls in flight in a
+// Pending, which fills in call.Reply.
 type Transport interface {
 	// RoundTrip sends call on the current connection, connecting first if
 	// there is none, and waits until its reply is in call.Reply. If the
@@ -72,18 +74,13 @@ type Call struct {
 	SentAt time.Time
 
 	client  *Client
-	done    chan struct{} // signalled by a transport when Reply is filled in
+	done    chan struct{} // signalled by Pending.Deliver
 	timeout time.Duration
-	timer   *time.Timer
+	timer   *time.Timer // Pending.Wait's
 }
 
 // Timeout is how long a Transport waits for this try's reply.
 func (c *Call) Timeout() time.Duration { return c.timeout }
-
-// Done returns the channel a Transport signals when it has filled in Reply.
-// It has a buffer of one; a Transport sends exactly one value per RoundTrip
-// that it answers.
-func (c *Call) Done() chan struct{} { return c.done }
 
 // Reply is the reply to a call.
 type Reply struct {
@@ -101,17 +98,13 @@ type Reply struct {
 	// broke the transport's protocol); the call fails with it.
 	Err error
 
-	buf Releaser
+	buf Releaser // the memory Msg and Payload lie in (Pending.Deliver)
 }
 
 // Releaser gives a transport's buffer back to it.
 type Releaser interface {
 	Release()
 }
-
-// SetBuffer records the transport buffer that holds the reply so that
-// Release can return it.
-func (r *Reply) SetBuffer(b Releaser) { r.buf = b }
 
 func (r *Reply) release() {
 	if r.buf != nil {

@@ -57,12 +57,12 @@ func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*req
 	waited := false
 	for {
 		ep.mu.Lock()
-		if ep.err != nil {
+		if err := ep.calls.Err(); err != nil {
 			ep.mu.Unlock()
 			if waited {
 				t.stats.backlog.Add(-1)
 			}
-			return nil, fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.err)
+			return nil, fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err)
 		}
 		if ep.inflight < ep.granted && len(ep.free) > 0 {
 			ep.inflight++
@@ -84,7 +84,7 @@ func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*req
 		}
 		select {
 		case <-wake:
-		case <-ep.lost:
+		case <-ep.calls.Lost():
 		case <-ctx.Done():
 			t.stats.backlog.Add(-1)
 			return nil, ctx.Err()
@@ -105,7 +105,7 @@ func (ep *endpoint) returnCredit() {
 	ep.mu.Lock()
 	ep.inflight--
 	ep.wakeLocked()
-	if ep.inflight == 0 && ep.err == nil {
+	if ep.inflight == 0 && ep.calls.Err() == nil {
 		ep.idle.Reset(ep.t.cfg.IdleTimeout)
 	}
 	ep.mu.Unlock()

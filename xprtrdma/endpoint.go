@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
 // endpoint is one connection to the server and its verbs resources: the
 // device, a protection domain, the arenas' registrations, the queue pair,
-// and the table of calls in flight (like the kernel's rpcrdma_ep). A new
-// connection gets a new endpoint; the arenas stay with the transport.
+// the requests and the table of calls in flight (like the kernel's
+// rpcrdma_ep). A new connection gets a new endpoint; the arenas stay with
+// the transport.
 type endpoint struct {
 	t       *Transport
 	dev     verbs.Device
@@ -33,15 +35,16 @@ type endpoint struct {
 	postMu sync.RWMutex
 	closed bool // under postMu
 
+	// calls are the calls in flight, each with its request; the
+	// table's failure is the connection's.
+	calls *sunrpc.Pending[*request]
+
 	mu       sync.Mutex
 	granted  int // credits the server granted, at least 1
 	inflight int // calls holding a credit
 	wake     chan struct{}
-	pending  map[uint32]*request
 	reqs     []request
 	free     []*request
-	err      error
-	lost     chan struct{}
 	loopDone chan struct{} // closed when the completion loop ends
 	down     chan struct{} // closed when teardown has released everything
 	idle     *time.Timer
@@ -58,8 +61,8 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep := &endpoint{t: t, dev: dev, lost: make(chan struct{}), wake: make(chan struct{}),
-		loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1, pending: make(map[uint32]*request)}
+	ep := &endpoint{t: t, dev: dev, calls: sunrpc.NewPending[*request](sunrpc.KeepAbandoned),
+		wake: make(chan struct{}), loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1}
 	if err := ep.setup(ctx); err != nil {
 		ep.release()
 		return nil, err
@@ -155,15 +158,11 @@ func (ep *endpoint) register() error {
 
 func (ep *endpoint) alive() bool {
 	select {
-	case <-ep.lost:
+	case <-ep.calls.Lost():
 		return false
 	default:
 		return true
 	}
 }
 
-func (ep *endpoint) cause() error {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	return ep.err
-}
+func (ep *endpoint) cause() error { return ep.calls.Err() }

@@ -110,16 +110,16 @@ func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
 	var err error
 	switch p.reply {
 	case replyWrite:
-		if r.write, err = chunks.Get(ctx, ep.lost); err != nil {
+		if r.write, err = chunks.Get(ctx, ep.calls.Lost()); err != nil {
 			return err
 		}
 	case replyChunk:
-		if r.reply, err = chunks.Get(ctx, ep.lost); err != nil {
+		if r.reply, err = chunks.Get(ctx, ep.calls.Lost()); err != nil {
 			return err
 		}
 	}
 	if p.stage {
-		if r.stage, err = chunks.Get(ctx, ep.lost); err != nil {
+		if r.stage, err = chunks.Get(ctx, ep.calls.Lost()); err != nil {
 			return err
 		}
 	}

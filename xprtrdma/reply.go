@@ -13,19 +13,6 @@ import (
 // and hand the reply over (the kernel's rpcrdma_reply_handler in
 // rpc_rdma.c).
 
-// abandon is called when the caller of r stops waiting (a timeout, an
-// interrupt, a lost connection). It reports whether the reply was already
-// delivered, in which case the caller must take it.
-func (ep *endpoint) abandon(r *request) (delivered bool) {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	if r.delivered {
-		return true
-	}
-	r.abandoned = true
-	return false
-}
-
 // reply handles a Receive: it decodes the transport header, finds the call
 // and completes it.
 func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
@@ -41,15 +28,13 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 	if derr != nil {
 		h.Xid = uint32(data[0])<<24 | uint32(data[1])<<16 | uint32(data[2])<<8 | uint32(data[3])
 	}
-	ep.mu.Lock()
-	r := ep.pending[h.Xid]
-	if r == nil {
-		ep.mu.Unlock()
+	r, ok := ep.calls.Claim(h.Xid)
+	if !ok {
 		t.stats.badXids.Add(1)
 		b.Release()
 		return
 	}
-	delete(ep.pending, h.Xid)
+	ep.mu.Lock()
 	if derr == nil && h.Vers == rpcrdma.Version {
 		// A grant of 0 counts as 1; more than asked for is not used.
 		ep.granted = min(max(int(h.Credits), 1), ep.credits)
@@ -85,10 +70,7 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 		}
 	}
 	ep.mu.Lock()
-	if !r.abandoned {
-		// The caller still waits: the call is still its own.
-		r.call.Reply = sunrpc.Reply{Msg: msg, Payload: payload, Err: err}
-	}
+	r.result = sunrpc.Reply{Msg: msg, Payload: payload, Err: err}
 	ep.mu.Unlock()
 
 	// No rkey of the call may work once it completes.
@@ -116,16 +98,16 @@ func (ep *endpoint) settle(r *request) {
 	ep.mu.Lock()
 	if r.ready && !r.delivered {
 		r.delivered = true
-		if r.abandoned {
+		bufs := replyBufferPool.Get().(*replyBuffers)
+		bufs.blocks = [3]*rpcrdma.Block{r.recv, r.write, r.reply}
+		r.recv, r.write, r.reply = nil, nil, nil
+		result := r.result
+		r.result = sunrpc.Reply{}
+		if !ep.calls.Deliver(r.xid, result, bufs) {
+			// Its caller has gone: the reply is ours to give back.
 			ep.mu.Unlock()
-			ep.releaseReply(r)
+			bufs.Release()
 			ep.mu.Lock()
-		} else {
-			bufs := replyBufferPool.Get().(*replyBuffers)
-			bufs.blocks = [3]*rpcrdma.Block{r.recv, r.write, r.reply}
-			r.recv, r.write, r.reply = nil, nil, nil
-			r.call.Reply.SetBuffer(bufs)
-			r.call.Done() <- struct{}{}
 		}
 	}
 	if r.delivered && r.waiting == 0 && r.call != nil {

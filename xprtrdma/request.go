@@ -16,13 +16,16 @@ import (
 type request struct {
 	slot int
 	call *sunrpc.Call
-	xid  uint32
+	// xid is the call's, which delivers its reply: once its caller has
+	// stopped waiting, the call may be reused for another.
+	xid uint32
 
 	send   *rpcrdma.Block // the Send's buffer
 	write  *rpcrdma.Block // the write chunk's buffer (READ data)
 	reply  *rpcrdma.Block // the reply chunk's buffer
 	stage  *rpcrdma.Block // a read chunk's copy of a payload, or of a whole RDMA_NOMSG call
 	recv   *rpcrdma.Block // the Receive the reply arrived in
+	result sunrpc.Reply   // the reply, for its caller once the exposures are revoked
 	offerW rpcrdma.Segment
 	offerR rpcrdma.Segment
 	hasW   bool
@@ -37,8 +40,7 @@ type request struct {
 	replied   bool // the reply arrived (the credit is back)
 	ready     bool // replied and exposures revoked: the call may complete
 	delivered bool // the caller has the reply, or has gone
-	abandoned bool // the caller is no longer waiting
-	posted    bool // past the post lock: in pending, teardown's to clean up
+	posted    bool // past the post lock: in calls, teardown's to clean up
 }
 
 // reset readies a free request for a call.

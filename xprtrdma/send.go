@@ -31,9 +31,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		if recv != nil {
 			recv.Release()
 		}
-		ep.mu.Lock()
-		delete(ep.pending, call.Xid)
-		ep.mu.Unlock()
+		ep.calls.Remove(call)
 		ep.unwind(r)
 		return err
 	}
@@ -42,10 +40,10 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		t.stats.failedMarshal.Add(1)
 		return fail(err)
 	}
-	if r.send, err = t.small.Get(ctx, ep.lost); err != nil {
+	if r.send, err = t.small.Get(ctx, ep.calls.Lost()); err != nil {
 		return fail(ep.waitError(err))
 	}
-	if recv, err = t.small.Get(ctx, ep.lost); err != nil {
+	if recv, err = t.small.Get(ctx, ep.calls.Lost()); err != nil {
 		return fail(ep.waitError(err))
 	}
 	if err := ep.take(ctx, r, &p); err != nil {
@@ -60,8 +58,10 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	// From here teardown, which waits for the post lock, finds the call
 	// in flight and owns its buffers if it never completes; before, the
 	// call's own failure gives them back (never both).
+	if err := ep.calls.Add(call, r); err != nil {
+		return fail(fmt.Errorf("rpcrdma: %w", err))
+	}
 	ep.mu.Lock()
-	ep.pending[call.Xid] = r
 	r.posted = true
 	ep.mu.Unlock()
 	var wr verbs.SendWR

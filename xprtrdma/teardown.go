@@ -13,13 +13,10 @@ import (
 // fail ends the connection because of err; calls waiting on it see lost
 // closed. Teardown happens in the background once the queue pair is gone.
 func (ep *endpoint) fail(err error) {
-	ep.mu.Lock()
-	if ep.err != nil {
-		ep.mu.Unlock()
+	if !ep.calls.Fail(err) {
 		return
 	}
-	ep.err = err
-	close(ep.lost)
+	ep.mu.Lock()
 	if ep.idle != nil {
 		ep.idle.Stop()
 	}
@@ -40,10 +37,6 @@ func (ep *endpoint) teardown() {
 		<-ep.loopDone
 	}
 	ep.mu.Lock()
-	for xid, r := range ep.pending {
-		delete(ep.pending, xid)
-		r.abandoned = true
-	}
 	var stuck []*request
 	for i := range ep.reqs {
 		if r := &ep.reqs[i]; r.call != nil && r.posted && !r.delivered {
@@ -87,7 +80,7 @@ func (ep *endpoint) release() {
 // closeIfIdle drops a connection nobody used for the idle timeout.
 func (ep *endpoint) closeIfIdle() {
 	ep.mu.Lock()
-	idle := ep.inflight == 0 && len(ep.pending) == 0
+	idle := ep.inflight == 0 && ep.calls.Len() == 0
 	ep.mu.Unlock()
 	if idle {
 		ep.fail(errIdle)

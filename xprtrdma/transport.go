@@ -142,12 +142,8 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 		}
 		return err
 	}
-	err = call.Wait(ctx, ep.lost)
+	err = ep.calls.Wait(ctx, call)
 	if err != nil {
-		if ep.abandon(r) {
-			<-call.Done() // delivered as we gave up: take it
-			return call.Reply.Err
-		}
 		switch {
 		case errors.Is(err, sunrpc.ErrTimeout):
 			// Never retransmit on the connection that lost the call.
