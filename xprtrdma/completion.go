@@ -69,9 +69,11 @@ func (ep *endpoint) complete(wc *verbs.Completion) {
 		r.waiting--
 		if kind == wrLocalInv {
 			ep.reg.invalidated(r)
-			r.ready = r.replied
 		}
 		ep.mu.Unlock()
+		if kind == wrLocalInv {
+			ep.deliver(r) // its exposures are revoked
+		}
 		ep.settle(r)
 	case wrBind:
 		// Binds are unsignaled; one that fails broke the connection.

@@ -39,7 +39,7 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 		// A grant of 0 counts as 1; more than asked for is not used.
 		ep.granted = min(max(int(h.Credits), 1), ep.credits)
 	}
-	r.replied = true
+	r.state = reqRevoking
 	r.recv = b
 	ep.inflight--
 	ep.wakeLocked()
@@ -84,33 +84,41 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 		ep.mu.Lock()
 	}
 	if wait {
-		r.waiting++
-	} else {
-		r.ready = true
+		r.waiting++ // the local invalidation; its completion delivers
 	}
 	ep.mu.Unlock()
+	if !wait {
+		ep.deliver(r)
+	}
 	ep.settle(r)
 }
 
-// settle delivers r's reply once it is ready, and frees r once nothing of
-// it is in flight.
+// deliver hands r's reply to its caller once the call's exposures are
+// revoked, or gives its buffers back if the caller has gone.
+func (ep *endpoint) deliver(r *request) {
+	ep.mu.Lock()
+	if r.state != reqRevoking {
+		ep.mu.Unlock()
+		return
+	}
+	r.state = reqDelivered
+	bufs := replyBufferPool.Get().(*replyBuffers)
+	bufs.blocks = [3]*rpcrdma.Block{r.recv, r.write, r.reply}
+	r.recv, r.write, r.reply = nil, nil, nil
+	result := r.result
+	r.result = sunrpc.Reply{}
+	taken := ep.calls.Deliver(r.xid, result, bufs)
+	ep.mu.Unlock()
+	if !taken {
+		bufs.Release() // its caller has gone: the reply is ours to give back
+	}
+}
+
+// settle frees r once its reply is delivered and nothing of it is in
+// flight.
 func (ep *endpoint) settle(r *request) {
 	ep.mu.Lock()
-	if r.ready && !r.delivered {
-		r.delivered = true
-		bufs := replyBufferPool.Get().(*replyBuffers)
-		bufs.blocks = [3]*rpcrdma.Block{r.recv, r.write, r.reply}
-		r.recv, r.write, r.reply = nil, nil, nil
-		result := r.result
-		r.result = sunrpc.Reply{}
-		if !ep.calls.Deliver(r.xid, result, bufs) {
-			// Its caller has gone: the reply is ours to give back.
-			ep.mu.Unlock()
-			bufs.Release()
-			ep.mu.Lock()
-		}
-	}
-	if r.delivered && r.waiting == 0 && r.call != nil {
+	if r.state == reqDelivered && r.waiting == 0 {
 		if r.send != nil {
 			r.send.Release()
 			r.send = nil
@@ -120,20 +128,11 @@ func (ep *endpoint) settle(r *request) {
 			r.stage = nil
 		}
 		r.call = nil
+		r.state = reqFree
 		ep.free = append(ep.free, r)
 		ep.wakeLocked()
 	}
 	ep.mu.Unlock()
-}
-
-// releaseReply gives back the reply buffers of a call nobody waits for.
-func (ep *endpoint) releaseReply(r *request) {
-	for _, b := range []*rpcrdma.Block{r.recv, r.write, r.reply} {
-		if b != nil {
-			b.Release()
-		}
-	}
-	r.recv, r.write, r.reply = nil, nil, nil
 }
 
 // ErrBadReply is wrapped by the error of a call whose reply broke the

@@ -35,17 +35,45 @@ type request struct {
 	invalidating []boundWindow
 	mrs          []verbs.MR
 
-	// Completion state, under the endpoint's mutex.
-	waiting   int  // signaled work requests still to complete
-	replied   bool // the reply arrived (the credit is back)
-	ready     bool // replied and exposures revoked: the call may complete
-	delivered bool // the caller has the reply, or has gone
-	posted    bool // past the post lock: in calls, teardown's to clean up
+	// Under the endpoint's mutex.
+	state   reqState
+	waiting int // signaled work requests posted for it still to complete
 }
+
+// reqState is where a request stands. It goes round one way:
+//
+//	reqFree -> reqPreparing -> reqPosted -> reqRevoking -> reqDelivered -> reqFree
+//
+// and back to reqFree from reqPreparing or reqPosted when the call fails
+// before its Send is posted (unwind, which its caller does while it holds
+// the post lock). A request whose connection ends while it is reqPosted or
+// reqRevoking is teardown's to clean up; in the other states, its caller's
+// or the completion loop's.
+type reqState uint8
+
+const (
+	// reqFree: in the endpoint's free list, or taken with a credit and
+	// not yet given its call.
+	reqFree reqState = iota
+	// reqPreparing: its caller takes the call's buffers and marshals
+	// it; a failure gives back all it took (unwind).
+	reqPreparing
+	// reqPosted: in the table of calls in flight, its work requests
+	// (maybe) posted; its reply or teardown ends it.
+	reqPosted
+	// reqRevoking: its reply is in and its credit back; the call's
+	// exposures are being revoked, and a local invalidation may be
+	// outstanding (waiting). The caller does not have the reply yet.
+	reqRevoking
+	// reqDelivered: the reply went to its caller, or back to the arenas
+	// if the caller had gone; the request waits for its Send's
+	// completion before it is free.
+	reqDelivered
+)
 
 // reset readies a free request for a call.
 func (r *request) reset(call *sunrpc.Call) {
-	*r = request{slot: r.slot, call: call, xid: call.Xid,
+	*r = request{slot: r.slot, call: call, xid: call.Xid, state: reqPreparing,
 		mws: r.mws[:0], invalidating: r.invalidating[:0], mrs: r.mrs[:0]}
 }
 

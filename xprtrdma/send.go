@@ -62,7 +62,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		return fail(fmt.Errorf("rpcrdma: %w", err))
 	}
 	ep.mu.Lock()
-	r.posted = true
+	r.state = reqPosted
 	ep.mu.Unlock()
 	var wr verbs.SendWR
 	var sgl [3]verbs.SGE
@@ -116,8 +116,9 @@ func (ep *endpoint) unwind(r *request) {
 		}
 	}
 	ep.mu.Lock()
-	// Under the lock: teardown looks at every request's call.
+	// Under the lock: teardown looks at every request's state.
 	r.send, r.write, r.reply, r.stage, r.call = nil, nil, nil, nil, nil
+	r.state = reqFree
 	ep.free = append(ep.free, r)
 	ep.mu.Unlock()
 	ep.returnCredit()

@@ -39,7 +39,7 @@ func (ep *endpoint) teardown() {
 	ep.mu.Lock()
 	var stuck []*request
 	for i := range ep.reqs {
-		if r := &ep.reqs[i]; r.call != nil && r.posted && !r.delivered {
+		if r := &ep.reqs[i]; r.state == reqPosted || r.state == reqRevoking {
 			stuck = append(stuck, r)
 		}
 	}
@@ -88,3 +88,14 @@ func (ep *endpoint) closeIfIdle() {
 }
 
 var errIdle = errors.New("idle")
+
+// releaseReply gives back the reply buffers of a call that will never be
+// delivered.
+func (ep *endpoint) releaseReply(r *request) {
+	for _, b := range []*rpcrdma.Block{r.recv, r.write, r.reply} {
+		if b != nil {
+			b.Release()
+		}
+	}
+	r.recv, r.write, r.reply = nil, nil, nil
+}
