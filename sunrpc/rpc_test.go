@@ -397,8 +397,8 @@ func TestHostileRecordsDropTheConnectionOnly(t *testing.T) {
 		t.Fatalf("body %d, want 7 from the second connection", got)
 	}
 	tr := c.Transport().(*TCP)
-	if tr.stats.badXids.Load() != 1 || tr.stats.connectCount.Load() != 2 {
-		t.Errorf("bad_xids %d connects %d, want 1 and 2", tr.stats.badXids.Load(), tr.stats.connectCount.Load())
+	if tr.stats.BadXids.Load() != 1 || tr.stats.ConnectCount.Load() != 2 {
+		t.Errorf("bad_xids %d connects %d, want 1 and 2", tr.stats.BadXids.Load(), tr.stats.ConnectCount.Load())
 	}
 }
 

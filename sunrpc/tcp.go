@@ -47,26 +47,11 @@ const (
 
 // TCP is the record-marking transport of RFC 5531 section 11 over TCP.
 type TCP struct {
-	cfg   TCPConfig
-	slots chan struct{}
-	conns Redialer[*tcpConn]
-	stats xprtStats
-}
-
-// xprtStats are the counters of the mountstats "xprt:" line.
-type xprtStats struct {
-	srcPort      atomic.Int64
-	bindCount    atomic.Uint64
-	connectCount atomic.Uint64
-	connectTime  atomic.Int64 // nanoseconds spent connecting
-	sends        atomic.Uint64
-	recvs        atomic.Uint64
-	badXids      atomic.Uint64
-	reqU         atomic.Uint64 // calls in flight, summed at each send
-	bklogU       atomic.Uint64 // calls waiting for a slot, summed at each send
-	inflight     atomic.Int64
-	backlog      atomic.Int64
-	lastUse      atomic.Int64 // unix nanoseconds
+	cfg     TCPConfig
+	slots   chan struct{}
+	conns   Redialer[*tcpConn]
+	stats   XprtCounters
+	srcPort atomic.Int64 // of the last connection, for the "xprt:" line
 }
 
 // NewTCP returns a TCP transport to cfg.Addr. It connects on first use.
@@ -90,7 +75,7 @@ func NewTCP(cfg TCPConfig) *TCP {
 // RoundTrip implements Transport.
 func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 	deadline := time.Now().Add(call.timeout)
-	t.stats.lastUse.Store(time.Now().UnixNano())
+	t.stats.Used()
 	if err := t.takeSlot(ctx, deadline); err != nil {
 		return err
 	}
@@ -103,9 +88,7 @@ func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 	if err := conn.register(call); err != nil {
 		return fmt.Errorf("rpc: %s: %w", t.cfg.Addr, err)
 	}
-	t.stats.sends.Add(1)
-	t.stats.reqU.Add(uint64(t.stats.inflight.Load()))
-	t.stats.bklogU.Add(uint64(t.stats.backlog.Load()))
+	t.stats.Sent()
 	call.SentAt = time.Now()
 	if err := conn.send(call, deadline); err != nil {
 		conn.forget(call)
@@ -130,8 +113,8 @@ func (t *TCP) takeSlot(ctx context.Context, deadline time.Time) error {
 	select {
 	case t.slots <- struct{}{}:
 	default:
-		t.stats.backlog.Add(1)
-		defer t.stats.backlog.Add(-1)
+		t.stats.Backlog.Add(1)
+		defer t.stats.Backlog.Add(-1)
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		select {
@@ -142,12 +125,12 @@ func (t *TCP) takeSlot(ctx context.Context, deadline time.Time) error {
 			return ErrTimeout
 		}
 	}
-	t.stats.inflight.Add(1)
+	t.stats.Inflight.Add(1)
 	return nil
 }
 
 func (t *TCP) putSlot() {
-	t.stats.inflight.Add(-1)
+	t.stats.Inflight.Add(-1)
 	<-t.slots
 }
 
@@ -179,7 +162,7 @@ func sleepUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) err
 // failed attempt wraps ErrConnect.
 func (t *TCP) dial(ctx context.Context) (*tcpConn, error) {
 	start := time.Now()
-	defer func() { t.stats.connectTime.Add(int64(time.Since(start))) }()
+	defer func() { t.stats.ConnectTime.Add(int64(time.Since(start))) }()
 	nc, err := t.dialSocket(ctx)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -187,9 +170,9 @@ func (t *TCP) dial(ctx context.Context) (*tcpConn, error) {
 		}
 		return nil, fmt.Errorf("%w to %s: %w", ErrConnect, t.cfg.Addr, plainNetError(err))
 	}
-	t.stats.connectCount.Add(1)
+	t.stats.ConnectCount.Add(1)
 	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {
-		t.stats.srcPort.Store(int64(a.Port))
+		t.srcPort.Store(int64(a.Port))
 	}
 	c := newTCPConn(nc, t.cfg)
 	go c.readLoop(t)
@@ -200,7 +183,7 @@ func (t *TCP) dial(ctx context.Context) (*tcpConn, error) {
 func (t *TCP) dialSocket(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
 	if !t.cfg.ReservedPort {
-		t.stats.bindCount.Add(1)
+		t.stats.BindCount.Add(1)
 		return d.DialContext(ctx, "tcp", t.cfg.Addr)
 	}
 	const lo, hi = 665, 1023
@@ -209,7 +192,7 @@ func (t *TCP) dialSocket(ctx context.Context) (net.Conn, error) {
 	for i := 0; i <= hi-lo; i++ {
 		port := lo + (first-lo+i)%(hi-lo+1)
 		d.LocalAddr = &net.TCPAddr{Port: port}
-		t.stats.bindCount.Add(1)
+		t.stats.BindCount.Add(1)
 		nc, err := d.DialContext(ctx, "tcp", t.cfg.Addr)
 		if err == nil {
 			return nc, nil
@@ -245,15 +228,8 @@ func (t *TCP) connectionWorks(conn *tcpConn) {
 // srcport bind_count connect_count connect_time idle_time sends recvs
 // bad_xids req_u bklog_u max_slots sending_u pending_u.
 func (t *TCP) XprtStats() string {
-	s := &t.stats
-	var idle time.Duration
-	if last := s.lastUse.Load(); last != 0 {
-		idle = time.Since(time.Unix(0, last))
-	}
-	return fmt.Sprintf("tcp %d %d %d %d %d %d %d %d %d %d %d %d %d",
-		s.srcPort.Load(), s.bindCount.Load(), s.connectCount.Load(), s.connectTime.Load()/1e9,
-		int64(idle.Seconds()), s.sends.Load(), s.recvs.Load(), s.badXids.Load(), s.reqU.Load(),
-		s.bklogU.Load(), t.cfg.MaxCalls, 0, s.inflight.Load())
+	return fmt.Sprintf("tcp %d %s %d %d %d",
+		t.srcPort.Load(), t.stats.Common(), t.cfg.MaxCalls, 0, t.stats.Inflight.Load())
 }
 
 // Close implements Transport.
@@ -373,12 +349,12 @@ func (c *tcpConn) readLoop(t *TCP) {
 			return
 		}
 		if !c.calls.Deliver(binary.BigEndian.Uint32(buf.B), Reply{Msg: buf.B}, buf) {
-			t.stats.badXids.Add(1)
+			t.stats.BadXids.Add(1)
 			buf.Release()
 			continue
 		}
 		c.armIdle()
-		t.stats.recvs.Add(1)
+		t.stats.Recvs.Add(1)
 		t.connectionWorks(c)
 	}
 }

@@ -11,7 +11,7 @@ import (
 func TestTCPXprtStatsConnectTime(t *testing.T) {
 	tr := NewTCP(TCPConfig{Addr: "127.0.0.1:1"})
 	defer tr.Close()
-	tr.stats.connectTime.Add(int64(2500 * time.Millisecond))
+	tr.stats.ConnectTime.Add(int64(2500 * time.Millisecond))
 	// tcp srcport bind_count connect_count connect_time ...
 	f := strings.Fields(tr.XprtStats())
 	if len(f) < 5 || f[0] != "tcp" {

@@ -58,7 +58,7 @@ func (ep *endpoint) complete(wc *verbs.Completion) {
 			b.Release()
 			return
 		}
-		ep.t.stats.recvs.Add(1)
+		ep.t.stats.Recvs.Add(1)
 		ep.reply(b, int(wc.ByteLen), wc.InvalidatedRKey, wc.HasInvalidate)
 	case wrSend, wrLocalInv:
 		if n < 0 || n >= len(ep.reqs) {

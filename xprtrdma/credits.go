@@ -60,7 +60,7 @@ func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*req
 		if err := ep.calls.Err(); err != nil {
 			ep.mu.Unlock()
 			if waited {
-				t.stats.backlog.Add(-1)
+				t.stats.Backlog.Add(-1)
 			}
 			return nil, fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err)
 		}
@@ -71,7 +71,7 @@ func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*req
 			ep.idle.Stop()
 			ep.mu.Unlock()
 			if waited {
-				t.stats.backlog.Add(-1)
+				t.stats.Backlog.Add(-1)
 			}
 			return r, nil
 		}
@@ -79,17 +79,17 @@ func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*req
 		ep.mu.Unlock()
 		if !waited {
 			waited = true
-			t.stats.backlog.Add(1)
+			t.stats.Backlog.Add(1)
 			t.stats.creditWaits.Add(1)
 		}
 		select {
 		case <-wake:
 		case <-ep.calls.Lost():
 		case <-ctx.Done():
-			t.stats.backlog.Add(-1)
+			t.stats.Backlog.Add(-1)
 			return nil, ctx.Err()
 		case <-deadline:
-			t.stats.backlog.Add(-1)
+			t.stats.Backlog.Add(-1)
 			return nil, sunrpc.ErrTimeout
 		}
 	}

@@ -56,7 +56,7 @@ type endpoint struct {
 // dial makes a connection to the server and its endpoint.
 func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 	cfg := &t.cfg
-	t.stats.bindCount.Add(1)
+	t.stats.BindCount.Add(1)
 	dev, err := cfg.Provider.Open(ctx, "", cfg.Addr)
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func (ep *endpoint) setup(ctx context.Context) error {
 		PrivateData:        own.Encode(),
 		Timeout:            cfg.ConnectTimeout,
 	})
-	t.stats.connectTime.Add(int64(time.Since(start)))
+	t.stats.ConnectTime.Add(int64(time.Since(start)))
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (ep *endpoint) setup(ctx context.Context) error {
 		ep.conn = nil
 		return err
 	}
-	t.stats.connectCount.Add(1)
+	t.stats.ConnectCount.Add(1)
 	peer, _ := rpcrdma.DecodePrivateData(ep.conn.PeerPrivateData())
 	ep.inlineSend = min(cfg.MaxInlineWrite, peer.RecvSize, t.small.BlockSize())
 	ep.inlineRecv = min(cfg.MaxInlineRead, peer.SendSize, t.small.BlockSize())

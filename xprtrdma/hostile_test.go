@@ -176,7 +176,7 @@ func TestHostileServerReplies(t *testing.T) {
 	if got := tr.stats.badReplies.Load(); got != 6 {
 		t.Errorf("bad_reply_count %d, want 6", got)
 	}
-	if tr.stats.connectCount.Load() != 1 {
-		t.Errorf("%d connections: a bad reply must fail its call only", tr.stats.connectCount.Load())
+	if tr.stats.ConnectCount.Load() != 1 {
+		t.Errorf("%d connections: a bad reply must fail its call only", tr.stats.ConnectCount.Load())
 	}
 }

@@ -63,8 +63,8 @@ func TestMemRegStrategies(t *testing.T) {
 				}
 			}
 			s := &tr.stats
-			if s.connectCount.Load() != 1 {
-				t.Errorf("%d connections for one client: a call broke the connection", s.connectCount.Load())
+			if s.ConnectCount.Load() != 1 {
+				t.Errorf("%d connections for one client: a call broke the connection", s.ConnectCount.Load())
 			}
 			if s.badReplies.Load() != 0 {
 				t.Errorf("%d bad replies", s.badReplies.Load())

@@ -30,7 +30,7 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 	}
 	r, ok := ep.calls.Claim(h.Xid)
 	if !ok {
-		t.stats.badXids.Add(1)
+		t.stats.BadXids.Add(1)
 		b.Release()
 		return
 	}

@@ -84,9 +84,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	ep.mu.Lock()
 	r.waiting++ // the Send's completion
 	ep.mu.Unlock()
-	t.stats.sends.Add(1)
-	t.stats.reqU.Add(uint64(t.stats.inflight.Load()))
-	t.stats.bklogU.Add(uint64(t.stats.backlog.Load()))
+	t.stats.Sent()
 	call.SentAt = time.Now()
 	if err := ep.conn.PostSend(&wr); err != nil {
 		ep.fail(err)

@@ -3,19 +3,14 @@ package xprtrdma
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
-// stats are the counters of the mountstats "xprt: rdma" line.
+// stats are the counters of the mountstats "xprt: rdma" line: those of
+// every transport, and RPC-over-RDMA's own.
 type stats struct {
-	bindCount    atomic.Uint64 // address resolutions
-	connectCount atomic.Uint64
-	connectTime  atomic.Int64 // nanoseconds spent connecting
-	sends        atomic.Uint64
-	recvs        atomic.Uint64
-	badXids      atomic.Uint64 // replies to no call in flight
-	reqU         atomic.Uint64 // calls in flight, summed at each send
-	bklogU       atomic.Uint64 // calls waiting for a credit, summed at each send
+	sunrpc.XprtCounters
 
 	readChunks       atomic.Uint64 // calls with a read chunk
 	writeChunks      atomic.Uint64 // calls offering a write chunk
@@ -38,10 +33,6 @@ type stats struct {
 	localInv      atomic.Uint64 // local invalidations posted
 	creditWaits   atomic.Uint64 // calls that waited for a credit
 	payloadCopies atomic.Uint64 // read chunk payloads copied because they were not in a transport buffer
-
-	inflight atomic.Int64
-	backlog  atomic.Int64
-	lastUse  atomic.Int64 // unix nanoseconds
 }
 
 // line renders the counters as the kernel's "xprt: rdma" line, without the
@@ -54,13 +45,8 @@ type stats struct {
 // send queue waits, replies that waited for their Send) and, last, rdmafs's
 // own: read chunk payloads copied.
 func (s *stats) line() string {
-	idle := int64(0)
-	if last := s.lastUse.Load(); last != 0 {
-		idle = int64(time.Since(time.Unix(0, last)).Seconds())
-	}
-	return fmt.Sprintf("rdma 0 %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d 0 %d %d %d 0 %d",
-		s.bindCount.Load(), s.connectCount.Load(), s.connectTime.Load()/1e9, idle,
-		s.sends.Load(), s.recvs.Load(), s.badXids.Load(), s.reqU.Load(), s.bklogU.Load(),
+	return fmt.Sprintf("rdma 0 %s %d %d %d %d %d %d %d %d %d %d %d %d 0 %d %d %d 0 %d",
+		s.Common(),
 		s.readChunks.Load(), s.writeChunks.Load(), s.replyChunks.Load(),
 		s.rdmaRequestBytes.Load(), s.rdmaReplyBytes.Load(), s.pullupBytes.Load(), s.fixupBytes.Load(),
 		s.hardwayRegister.Load(), s.failedMarshal.Load(), s.badReplies.Load(), s.nomsgCalls.Load(),

@@ -72,7 +72,7 @@ func stress(t *testing.T, m MemReg, rnd *rand.Rand) {
 				return
 			case <-time.After(time.Duration(20+rnd.IntN(150)) * time.Millisecond):
 			}
-			conn, recvs := tr.stats.connectCount.Load(), tr.stats.recvs.Load()
+			conn, recvs := tr.stats.ConnectCount.Load(), tr.stats.Recvs.Load()
 			if conn != seenConn {
 				seenConn, seenRecvs = conn, recvs
 				continue
@@ -135,7 +135,7 @@ func stress(t *testing.T, m MemReg, rnd *rand.Rand) {
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("memreg=%v: %d connections, %d credit waits", m, tr.stats.connectCount.Load(), tr.stats.creditWaits.Load())
+	t.Logf("memreg=%v: %d connections, %d credit waits", m, tr.stats.ConnectCount.Load(), tr.stats.creditWaits.Load())
 	// Every buffer comes back once the calls are done.
 	deadline := time.Now().Add(10 * time.Second)
 	for inUse(tr.chunks) != 0 && time.Now().Before(deadline) {

@@ -44,7 +44,7 @@ func TestTeardownWhileCallWaitsForChunk(t *testing.T) {
 		rres.Release()
 		done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); tr.stats.inflight.Load() == 0; {
+	for deadline := time.Now().Add(5 * time.Second); tr.stats.Inflight.Load() == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the READ did not start")
 		}

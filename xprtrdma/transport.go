@@ -119,7 +119,7 @@ func New(cfg Config) (*Transport, error) {
 
 // RoundTrip implements sunrpc.Transport.
 func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
-	t.stats.lastUse.Store(time.Now().UnixNano())
+	t.stats.Used()
 	deadline := time.Now().Add(call.Timeout())
 	timer := time.NewTimer(call.Timeout())
 	defer timer.Stop()
@@ -131,8 +131,8 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 	if err != nil {
 		return err
 	}
-	t.stats.inflight.Add(1)
-	defer t.stats.inflight.Add(-1)
+	t.stats.Inflight.Add(1)
+	defer t.stats.Inflight.Add(-1)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	err = ep.send(sctx, r, call)
 	cancel()
