@@ -16,7 +16,7 @@ import (
 // ErrTimeout is wrapped by the error of a call that got no reply in time:
 // one try's error inside the Client, and the call's error on a soft mount
 // unless no connection could be made (ErrConnect).
-var ErrTimeout = errors.New("timed out")
+var ErrTimeout = errors.New("sunrpc: timed out")
 
 // MaxTimeout caps the growing per-try timeout, as the Linux client caps it.
 const MaxTimeout = 600 * time.Second
@@ -160,10 +160,11 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 		tries++
 		if tries > c.cfg.Retrans {
 			if c.cfg.Soft {
-				if !errors.Is(err, ErrConnect) {
-					err = fmt.Errorf("no reply after %d tries: %w", tries, err)
+				if errors.Is(err, ErrConnect) {
+					err = fmt.Errorf("%w (server %s)", err, c.cfg.Server)
+				} else {
+					err = fmt.Errorf("%w: no reply from server %s after %d tries", err, c.cfg.Server, tries)
 				}
-				err = fmt.Errorf("server %s: %w", c.cfg.Server, err)
 				st.record(call, start, err)
 				return err
 			}

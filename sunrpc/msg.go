@@ -48,9 +48,9 @@ type AcceptError struct {
 
 func (e *AcceptError) Error() string {
 	if e.Stat == ProgMismatch {
-		return fmt.Sprintf("rpc: %v (server supports versions %d to %d)", e.Stat, e.Low, e.High)
+		return fmt.Sprintf("sunrpc: %v (server supports versions %d to %d)", e.Stat, e.Low, e.High)
 	}
-	return "rpc: " + e.Stat.String()
+	return "sunrpc: " + e.Stat.String()
 }
 
 // DeniedError is a denied reply: an RPC version mismatch or an
@@ -65,17 +65,17 @@ var authStatNames = [...]string{"ok", "bad credential", "credential rejected, be
 
 func (e *DeniedError) Error() string {
 	if !e.AuthError {
-		return fmt.Sprintf("rpc: RPC version mismatch (server supports %d to %d)", e.Low, e.High)
+		return fmt.Sprintf("sunrpc: RPC version mismatch (server supports %d to %d)", e.Low, e.High)
 	}
 	if int(e.AuthStat) < len(authStatNames) {
-		return "rpc: authentication error: " + authStatNames[e.AuthStat]
+		return "sunrpc: authentication error: " + authStatNames[e.AuthStat]
 	}
-	return fmt.Sprintf("rpc: authentication error %d", e.AuthStat)
+	return fmt.Sprintf("sunrpc: authentication error %d", e.AuthStat)
 }
 
 // ErrGarbageReply is wrapped by the error of a reply that is not a
 // well-formed RPC reply.
-var ErrGarbageReply = errors.New("rpc: malformed reply")
+var ErrGarbageReply = errors.New("sunrpc: malformed reply")
 
 // appendCallHeader encodes the RPC header of a call.
 func appendCallHeader(e *xdr.Encoder, xid, prog, vers, proc uint32, auth *Auth, cred *Cred) {

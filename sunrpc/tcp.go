@@ -85,15 +85,15 @@ func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 	if err != nil {
 		return err
 	}
-	if err := conn.register(call); err != nil {
-		return fmt.Errorf("rpc: %s: %w", t.cfg.Addr, err)
+	if conn.register(call) != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDisconnected, t.cfg.Addr, conn.cause())
 	}
 	t.stats.Sent()
 	call.SentAt = time.Now()
 	if err := conn.send(call, deadline); err != nil {
 		conn.forget(call)
 		t.drop(conn, err)
-		return fmt.Errorf("rpc: %s: send: %v: %w", t.cfg.Addr, err, ErrDisconnected)
+		return fmt.Errorf("%w: %s: send: %v", ErrDisconnected, t.cfg.Addr, err)
 	}
 	err = conn.calls.Wait(ctx, call)
 	if err == nil {
@@ -104,7 +104,7 @@ func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 		t.drop(conn, ErrTimeout)
 	}
 	if errors.Is(err, ErrDisconnected) {
-		return fmt.Errorf("rpc: %s: %v: %w", t.cfg.Addr, conn.cause(), ErrDisconnected)
+		return fmt.Errorf("%w: %s: %v", ErrDisconnected, t.cfg.Addr, conn.cause())
 	}
 	return err
 }
@@ -299,7 +299,7 @@ func (c *tcpConn) fail(err error) {
 	c.idle.Stop()
 	_ = c.nc.Close()
 	if c.cfg.Logf != nil && !errors.Is(err, ErrClosed) {
-		c.cfg.Logf("rpc: %s: connection closed: %v", c.cfg.Addr, err)
+		c.cfg.Logf("sunrpc: %s: connection closed: %v", c.cfg.Addr, err)
 	}
 }
 

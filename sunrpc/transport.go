@@ -31,14 +31,14 @@ type Transport interface {
 
 // ErrDisconnected is wrapped by the error of a call whose connection was
 // lost before its reply came.
-var ErrDisconnected = errors.New("rpc: connection lost")
+var ErrDisconnected = errors.New("sunrpc: connection lost")
 
 // ErrConnect is wrapped by the error of a call that found no connection:
 // the server refused or did not answer the connection attempt in time.
-var ErrConnect = errors.New("cannot connect")
+var ErrConnect = errors.New("sunrpc: cannot connect")
 
 // ErrClosed is the error of a call on a closed Client or Transport.
-var ErrClosed = errors.New("rpc: transport closed")
+var ErrClosed = errors.New("sunrpc: transport closed")
 
 // Call is one RPC call message and, once it has returned, its reply.
 // A Call is owned by one goroutine at a time and is reused through Release.

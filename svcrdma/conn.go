@@ -79,7 +79,7 @@ func (c *svcConn) run() {
 	}()
 	for i := 0; i < c.s.cfg.Credits; i++ {
 		if err := c.postRecv(); err != nil {
-			c.s.logf("rpcrdma: post receive: %v", err)
+			c.s.logf("svcrdma: post receive: %v", err)
 			return
 		}
 	}
@@ -150,7 +150,7 @@ func (c *svcConn) complete(wc *verbs.Completion) bool {
 			err = c.postRecv()
 		}
 		if err != nil {
-			c.s.logf("rpcrdma: connection from %s: %v", c.conn.RemoteAddr(), err)
+			c.s.logf("svcrdma: connection from %s: %v", c.conn.RemoteAddr(), err)
 			return false
 		}
 	case svcRead:

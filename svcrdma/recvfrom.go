@@ -16,8 +16,8 @@ import (
 
 // Call errors answered with RDMA_ERROR ERR_CHUNK.
 var (
-	errChunk    = errors.New("rpcrdma: chunks not acceptable")
-	errNoBuffer = errors.New("rpcrdma: no buffer free for the call")
+	errChunk    = errors.New("svcrdma: chunks not acceptable")
+	errNoBuffer = errors.New("svcrdma: no buffer free for the call")
 )
 
 // receive takes one call: it checks the transport header, pulls the read
@@ -55,7 +55,7 @@ func (c *svcConn) receive(data []byte) error {
 	c.mu.Unlock()
 	if err := c.prepare(sc, h, data[hlen:]); err != nil {
 		if errors.Is(err, errNoBuffer) {
-			c.s.logf("rpcrdma: connection from %s: %v", c.conn.RemoteAddr(), err)
+			c.s.logf("svcrdma: connection from %s: %v", c.conn.RemoteAddr(), err)
 		}
 		c.mu.Lock()
 		delete(c.calls, h.Xid)

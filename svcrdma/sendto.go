@@ -27,7 +27,7 @@ func (c *svcConn) grant() uint32 {
 // Write, then Sends the transport header and what is left inline.
 func (c *svcConn) sendReply(reply []byte, off, n int) error {
 	if len(reply) < 4 {
-		return errors.New("rpcrdma: reply too short")
+		return errors.New("svcrdma: reply too short")
 	}
 	xid := binary.BigEndian.Uint32(reply)
 	c.mu.Lock()
@@ -158,6 +158,6 @@ func (c *svcConn) sendError(xid uint32, code uint32) {
 	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.Off(), Length: len(msg)}}
 	if err := c.conn.PostSend(&verbs.SendWR{ID: rpcrdma.WRID(svcErrSend, send.Index()), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}); err != nil {
 		send.Release()
-		c.s.logf("rpcrdma: send RDMA_ERROR: %v", err)
+		c.s.logf("svcrdma: send RDMA_ERROR: %v", err)
 	}
 }

@@ -72,7 +72,7 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.MaxIO = 1<<20 + 64<<10
 	}
 	if cfg.NewSession == nil {
-		return nil, errors.New("rpcrdma: server without a service")
+		return nil, errors.New("svcrdma: server without a service")
 	}
 	s := &Server{cfg: cfg, conns: make(map[*svcConn]struct{}), done: make(chan struct{})}
 	var err error
@@ -104,16 +104,16 @@ func (s *Server) Serve() error {
 				return nil
 			default:
 			}
-			return fmt.Errorf("rpcrdma: accept: %w", err)
+			return fmt.Errorf("svcrdma: accept: %w", err)
 		}
 		if s.cfg.Admit != nil && !s.cfg.Admit(req.RemoteAddr()) {
-			s.logf("rpcrdma: connection from %s refused: not among the export's clients", req.RemoteAddr())
+			s.logf("svcrdma: connection from %s refused: not among the export's clients", req.RemoteAddr())
 			req.Reject(nil)
 			continue
 		}
 		c, err := s.accept(req)
 		if err != nil {
-			s.logf("rpcrdma: connection from %s: %v", req.RemoteAddr(), err)
+			s.logf("svcrdma: connection from %s: %v", req.RemoteAddr(), err)
 			continue
 		}
 		s.mu.Lock()

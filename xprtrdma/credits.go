@@ -62,7 +62,7 @@ func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*req
 			if waited {
 				t.stats.Backlog.Add(-1)
 			}
-			return nil, fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err)
+			return nil, fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err)
 		}
 		if ep.inflight < ep.granted && len(ep.free) > 0 {
 			ep.inflight++

@@ -31,7 +31,7 @@ const replySlack = 256
 
 // ErrMarshal is wrapped by the error of a call the transport cannot send
 // (it is larger than a chunk buffer).
-var ErrMarshal = errors.New("rpcrdma: cannot marshal call")
+var ErrMarshal = errors.New("xprtrdma: cannot marshal call")
 
 // replyWay is how a call's reply may come back.
 type replyWay uint8

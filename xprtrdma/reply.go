@@ -137,7 +137,7 @@ func (ep *endpoint) settle(r *request) {
 
 // ErrBadReply is wrapped by the error of a call whose reply broke the
 // protocol; the call fails with it (EIO) and bad_reply_count counts it.
-var ErrBadReply = errors.New("rpcrdma: bad reply")
+var ErrBadReply = errors.New("xprtrdma: bad reply")
 
 // RDMAError is the error of a call the server answered with RDMA_ERROR.
 type RDMAError struct {
@@ -148,11 +148,11 @@ type RDMAError struct {
 func (e *RDMAError) Error() string {
 	switch e.Code {
 	case rpcrdma.ErrVers:
-		return fmt.Sprintf("rpcrdma: server speaks RPC-over-RDMA versions %d to %d only (ERR_VERS)", e.Low, e.High)
+		return fmt.Sprintf("xprtrdma: server speaks RPC-over-RDMA versions %d to %d only (ERR_VERS)", e.Low, e.High)
 	case rpcrdma.ErrChunk:
-		return "rpcrdma: server could not process the call's chunks (ERR_CHUNK)"
+		return "xprtrdma: server could not process the call's chunks (ERR_CHUNK)"
 	}
-	return fmt.Sprintf("rpcrdma: RDMA_ERROR %d", e.Code)
+	return fmt.Sprintf("xprtrdma: RDMA_ERROR %d", e.Code)
 }
 
 func (e *RDMAError) Unwrap() error { return ErrBadReply }

@@ -53,13 +53,13 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	ep.postMu.RLock()
 	defer ep.postMu.RUnlock()
 	if ep.closed {
-		return fail(fmt.Errorf("rpcrdma: %w", sunrpc.ErrDisconnected))
+		return fail(fmt.Errorf("xprtrdma: %w", sunrpc.ErrDisconnected))
 	}
 	// From here teardown, which waits for the post lock, finds the call
 	// in flight and owns its buffers if it never completes; before, the
 	// call's own failure gives them back (never both).
 	if err := ep.calls.Add(call, r); err != nil {
-		return fail(fmt.Errorf("rpcrdma: %w", err))
+		return fail(fmt.Errorf("xprtrdma: %w", err))
 	}
 	ep.mu.Lock()
 	r.state = reqPosted
@@ -71,7 +71,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		// A bind or registration failed: the connection is broken.
 		ep.reg.forget(r)
 		ep.fail(err)
-		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+		return fail(fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	// A Receive for the reply goes up before the Send.
 	err = ep.postRecv(recv)
@@ -79,7 +79,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	if err != nil {
 		ep.reg.forget(r)
 		ep.fail(err)
-		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+		return fail(fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	ep.mu.Lock()
 	r.waiting++ // the Send's completion
@@ -91,7 +91,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		ep.mu.Lock()
 		r.waiting--
 		ep.mu.Unlock()
-		return fail(fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, err))
+		return fail(fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	return nil
 }
@@ -100,7 +100,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 // context's, or the connection's end.
 func (ep *endpoint) waitError(err error) error {
 	if errors.Is(err, rpcrdma.ErrLost) {
-		return fmt.Errorf("rpcrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
+		return fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, ep.cause())
 	}
 	return err
 }

@@ -70,7 +70,7 @@ var (
 // New returns a transport to cfg.Addr; it connects on first use.
 func New(cfg Config) (*Transport, error) {
 	if cfg.Provider == nil {
-		return nil, errors.New("rpcrdma: no verbs provider")
+		return nil, errors.New("xprtrdma: no verbs provider")
 	}
 	if cfg.Credits <= 0 {
 		cfg.Credits = 128
@@ -149,7 +149,7 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 			// Never retransmit on the connection that lost the call.
 			ep.fail(sunrpc.ErrTimeout)
 		case errors.Is(err, sunrpc.ErrDisconnected):
-			err = fmt.Errorf("rpcrdma: %s: %w: %v", t.cfg.Addr, sunrpc.ErrDisconnected, ep.cause())
+			err = fmt.Errorf("xprtrdma: %s: %w: %v", t.cfg.Addr, sunrpc.ErrDisconnected, ep.cause())
 		}
 		return err
 	}
@@ -172,14 +172,14 @@ func (t *Transport) dialEndpoint(ctx context.Context) (*endpoint, error) {
 		if errors.As(err, &ve) && errors.Is(ve.Err, syscall.EINVAL) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, t.cfg.Addr, err)
 		}
-		return nil, fmt.Errorf("%w to %s: %w", sunrpc.ErrConnect, t.cfg.Addr, err)
+		return nil, fmt.Errorf("xprtrdma: %s: %w: %w", t.cfg.Addr, sunrpc.ErrConnect, err)
 	}
 	return ep, nil
 }
 
 // ErrConfig is wrapped by the error of a connection the device refused
 // to set up as configured: trying again cannot help.
-var ErrConfig = errors.New("rpcrdma: the device refuses the connection's configuration")
+var ErrConfig = errors.New("xprtrdma: the device refuses the connection's configuration")
 
 // Connect connects now, if there is no connection, and returns the
 // attempt's error as it is: the mount uses it to say at once why a server
@@ -197,7 +197,7 @@ func (t *Transport) dropped(ep *endpoint, err error) {
 	idle := errors.Is(err, errIdle)
 	t.conns.Drop(ep, !idle && !ep.worked.Load())
 	if !idle && !errors.Is(err, sunrpc.ErrClosed) {
-		t.logf("rpcrdma: %s: connection lost: %v; reconnecting in %v", t.cfg.Addr, err, t.conns.Backoff().Round(time.Second))
+		t.logf("xprtrdma: %s: connection lost: %v; reconnecting in %v", t.cfg.Addr, err, t.conns.Backoff().Round(time.Second))
 	}
 }
 
