@@ -338,17 +338,30 @@ func (c LookupCache) String() string {
 }
 
 // MemReg is how RPC-over-RDMA registers the memory that RDMA reads and
-// writes.
+// writes (the memreg option): it decides how the server gets at the
+// buffers a call's chunks name, and so how long it can. The RPC-over-RDMA
+// client (xprtrdma) takes it as it is.
 type MemReg int
 
 const (
-	// MemRegMW binds a memory window per call and invalidates it when the
-	// call completes, so the server can touch the memory only during it.
+	// MemRegMW binds a type 2 memory window over each chunk's buffer for
+	// one call and invalidates it before the call completes: by the
+	// server's Send With Invalidate, or a local invalidation the call
+	// waits for. Exposure: a chunk's buffer, while its call is out. Cost:
+	// a bind work request per chunk, an invalidation per reply the server
+	// did not invalidate. The default.
 	MemRegMW MemReg = iota
-	// MemRegRegister registers the memory per call and deregisters it after.
+	// MemRegRegister registers each chunk's buffer for its call and
+	// deregisters it before the call completes. Exposure as MemRegMW;
+	// cost: a registration and a deregistration (system calls that pin
+	// and unpin pages) per chunk. The fallback for devices without memory
+	// windows.
 	MemRegRegister
-	// MemRegPersistent uses one pool registered once and left open to the
-	// server for the life of the mount: fastest, for trusted fabrics only.
+	// MemRegPersistent registers all chunk buffers once, for remote read
+	// and write. Exposure: every chunk buffer, to the server, for as long
+	// as the connection's protection domain lives, whatever call it is
+	// lent to. Cost: none per call. Only for fabrics where the server is
+	// trusted.
 	MemRegPersistent
 )
 
@@ -380,6 +393,20 @@ func (p Provider) String() string {
 		return "soft"
 	}
 	return "Provider(" + strconv.Itoa(int(p)) + ")"
+}
+
+// providers are the verbs providers, in the order Usage lists them.
+var providers = []Provider{ProviderIBVerbs, ProviderSoft}
+
+// ParseProvider returns the provider that word names (as String writes
+// it), for commands that take a provider outside the mount options.
+func ParseProvider(word string) (Provider, bool) {
+	for _, p := range providers {
+		if p.String() == word {
+			return p, true
+		}
+	}
+	return 0, false
 }
 
 // Atime is the access-time update policy of the mount.

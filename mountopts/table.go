@@ -178,7 +178,7 @@ var table = []option{
 		enumSpec[MemReg]{values: []MemReg{MemRegMW, MemRegRegister, MemRegPersistent}}),
 	enum(groupRDMA, "provider", "verbs provider for proto=rdma: ibverbs (RDMA hardware) or soft (software RDMA)",
 		func(o *Options) *Provider { return &o.Provider },
-		enumSpec[Provider]{values: []Provider{ProviderIBVerbs, ProviderSoft}}),
+		enumSpec[Provider]{values: providers}),
 
 	// FUSE.
 	choice(groupFUSE, "allow_other", "noallow_other", "allow_other when mounted by root, unless uid=, gid= or sec=none",

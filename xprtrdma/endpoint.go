@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
@@ -85,14 +86,14 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	}
 	caps := ep.dev.Caps()
 	memreg := cfg.MemReg
-	if memreg == MemRegMW && !caps.MemoryWindows {
+	if memreg == mountopts.MemRegMW && !caps.MemoryWindows {
 		t.logOnce("memreg=mw: device %s has no memory windows; registering per call instead (memreg=register)", ep.dev.Name())
-		memreg = MemRegRegister
+		memreg = mountopts.MemRegRegister
 	}
 	switch memreg {
-	case MemRegMW:
+	case mountopts.MemRegMW:
 		ep.reg = &windows{ep: ep}
-	case MemRegRegister:
+	case mountopts.MemRegRegister:
 		ep.reg = perCall{ep: ep}
 	default:
 		ep.reg = persistent{ep: ep}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
@@ -24,7 +25,11 @@ type Config struct {
 	// client receives and sends inline (RFC 8797 private data). Default
 	// 4096.
 	MaxInlineRead, MaxInlineWrite int
-	MemReg                        MemReg
+	// MemReg is how chunk buffers are exposed to the server (the memreg
+	// option; mountopts.MemReg says what each strategy exposes and for
+	// how long). Default memory windows, or per-call registration on a
+	// device without them.
+	MemReg mountopts.MemReg
 	// MaxIO is the largest payload a call or reply carries (the larger of
 	// rsize and wsize): the size of a chunk buffer. Default 1 MiB.
 	MaxIO int

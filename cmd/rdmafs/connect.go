@@ -185,7 +185,7 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 			Credits:        o.SlotTableEntries,
 			MaxInlineRead:  o.MaxInlineRead,
 			MaxInlineWrite: o.MaxInlineWrite,
-			MemReg:         memReg(o.MemReg),
+			MemReg:         o.MemReg,
 			MaxIO:          max(o.RSize, o.WSize, 1<<20),
 			ChunkBuffers:   rdmaChunkBuffers,
 			Logf:           logf,

@@ -29,17 +29,6 @@ func provider(p mountopts.Provider) (verbs.Provider, error) {
 	return nil, fmt.Errorf("provider=%v is not built in", p)
 }
 
-// memReg converts the memreg= option.
-func memReg(m mountopts.MemReg) xprtrdma.MemReg {
-	switch m {
-	case mountopts.MemRegRegister:
-		return xprtrdma.MemRegRegister
-	case mountopts.MemRegPersistent:
-		return xprtrdma.MemRegPersistent
-	}
-	return xprtrdma.MemRegMW
-}
-
 // rdmaChunkBuffers is how many chunk buffers (of the largest READ or
 // WRITE each) an RDMA mount registers: READ data lands in them and
 // write-behind fills them.

@@ -78,12 +78,9 @@ func parseServeOptions(list string, o *serveOptions) error {
 		case "rdmaport":
 			o.rdmaPort, err = number(0, 65535)
 		case "provider":
-			switch val {
-			case "ibverbs":
-				o.provider = mountopts.ProviderIBVerbs
-			case "soft":
-				o.provider = mountopts.ProviderSoft
-			default:
+			if p, ok := mountopts.ParseProvider(val); ok {
+				o.provider = p
+			} else {
 				err = bad("must be ibverbs or soft")
 			}
 		case "secure", "insecure", "root_squash", "no_root_squash", "all_squash", "no_all_squash":
