@@ -29,8 +29,8 @@ func (f Flavor) String() string {
 // the Linux client, a caller with more sends the first MaxGroups.
 const MaxGroups = 16
 
-// maxMachineName is the AUTH_SYS limit on the machine name.
-const maxMachineName = 255
+// MaxMachineName is the AUTH_SYS limit on the machine name.
+const MaxMachineName = 255
 
 // Cred is the identity a call is made for. With AuthNone it is not sent.
 type Cred struct {
@@ -51,8 +51,8 @@ func (a *Auth) appendCred(e *xdr.Encoder, c *Cred) {
 		e.Uint32(0)
 	} else {
 		machine := a.Machine
-		if len(machine) > maxMachineName {
-			machine = machine[:maxMachineName]
+		if len(machine) > MaxMachineName {
+			machine = machine[:MaxMachineName]
 		}
 		groups := c.Groups
 		if len(groups) > MaxGroups {

@@ -7,15 +7,33 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
+// The numbers of an RPC message (RFC 5531 section 9) that have no type
+// of their own, for the client here and the server (nfs3/server) alike.
 const (
-	rpcVersion = 2
-	msgCall    = 0
-	msgReply   = 1
+	RPCVersion = 2 // rpcvers: RPC version 2
 
-	replyAccepted = 0
-	replyDenied   = 1
+	MsgCall  = 0 // msg_type CALL
+	MsgReply = 1 // msg_type REPLY
 
-	maxAuthBody = 400 // RFC 5531: opaque_auth body<400>
+	MsgAccepted = 0 // reply_stat MSG_ACCEPTED
+	MsgDenied   = 1 // reply_stat MSG_DENIED
+
+	RejectRPCMismatch = 0 // reject_stat RPC_MISMATCH
+	RejectAuthError   = 1 // reject_stat AUTH_ERROR
+
+	MaxAuthBody = 400 // opaque_auth body<400>
+)
+
+// The auth_stat values of RFC 5531 (DeniedError.AuthStat).
+const (
+	AuthOK           = 0
+	AuthBadCred      = 1 // bad credential (seal broken)
+	AuthRejectedCred = 2 // client must begin a new session
+	AuthBadVerf      = 3 // bad verifier (seal broken)
+	AuthRejectedVerf = 4 // verifier expired or replayed
+	AuthTooWeak      = 5 // rejected for security reasons
+	AuthInvalidResp  = 6 // bogus response verifier
+	AuthFailed       = 7 // reason unknown
 )
 
 // AcceptStat is the status of an accepted reply that did not succeed.
@@ -80,8 +98,8 @@ var ErrGarbageReply = errors.New("sunrpc: malformed reply")
 // appendCallHeader encodes the RPC header of a call.
 func appendCallHeader(e *xdr.Encoder, xid, prog, vers, proc uint32, auth *Auth, cred *Cred) {
 	e.Uint32(xid)
-	e.Uint32(msgCall)
-	e.Uint32(rpcVersion)
+	e.Uint32(MsgCall)
+	e.Uint32(RPCVersion)
 	e.Uint32(prog)
 	e.Uint32(vers)
 	e.Uint32(proc)
@@ -98,13 +116,13 @@ func parseReplyHeader(msg []byte, xid uint32) (int, error) {
 	if err := d.Err(); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrGarbageReply, err)
 	}
-	if gotXid != xid || mtype != msgReply {
+	if gotXid != xid || mtype != MsgReply {
 		return 0, fmt.Errorf("%w: xid %#x type %d for call %#x", ErrGarbageReply, gotXid, mtype, xid)
 	}
 	switch stat {
-	case replyAccepted:
+	case MsgAccepted:
 		d.Uint32()            // verifier flavor
-		d.Opaque(maxAuthBody) // verifier body
+		d.Opaque(MaxAuthBody) // verifier body
 		as := AcceptStat(d.Uint32())
 		if as == ProgMismatch {
 			low, high := d.Uint32(), d.Uint32()
@@ -119,12 +137,12 @@ func parseReplyHeader(msg []byte, xid uint32) (int, error) {
 			return 0, &AcceptError{Stat: as}
 		}
 		return d.Offset(), nil
-	case replyDenied:
+	case MsgDenied:
 		e := &DeniedError{}
 		switch d.Uint32() {
-		case 0:
+		case RejectRPCMismatch:
 			e.Low, e.High = d.Uint32(), d.Uint32()
-		case 1:
+		case RejectAuthError:
 			e.AuthError = true
 			e.AuthStat = d.Uint32()
 		default:

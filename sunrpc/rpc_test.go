@@ -125,8 +125,8 @@ func acceptedReply(xid uint32, results []byte) []byte {
 	var e xdr.Encoder
 	e.Uint32(0) // record mark, set below
 	e.Uint32(xid)
-	e.Uint32(msgReply)
-	e.Uint32(replyAccepted)
+	e.Uint32(MsgReply)
+	e.Uint32(MsgAccepted)
 	e.Uint32(0)
 	e.Uint32(0)
 	e.Uint32(uint32(Success))
@@ -335,23 +335,23 @@ func TestServerRefusals(t *testing.T) {
 		var e xdr.Encoder
 		e.Uint32(0)
 		e.Uint32(c.xid)
-		e.Uint32(msgReply)
+		e.Uint32(MsgReply)
 		switch c.proc {
 		case 1: // PROG_MISMATCH 3..3
-			e.Uint32(replyAccepted)
+			e.Uint32(MsgAccepted)
 			e.Uint32(0)
 			e.Uint32(0)
 			e.Uint32(uint32(ProgMismatch))
 			e.Uint32(3)
 			e.Uint32(3)
 		case 2: // AUTH_ERROR, AUTH_BADCRED
-			e.Uint32(replyDenied)
+			e.Uint32(MsgDenied)
 			e.Uint32(1)
 			e.Uint32(1)
 		case 3: // truncated
-			e.Uint32(replyAccepted)
+			e.Uint32(MsgAccepted)
 		case 4: // PROC_UNAVAIL
-			e.Uint32(replyAccepted)
+			e.Uint32(MsgAccepted)
 			e.Uint32(0)
 			e.Uint32(0)
 			e.Uint32(uint32(ProcUnavail))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
@@ -123,13 +124,13 @@ func exportDir(t testing.TB) string {
 func encodeCall(xid, prog, vers, proc uint32, cr *sysCred, args []byte) []byte {
 	w := &xdr.Encoder{}
 	w.Uint32(xid)
-	w.Uint32(msgCall)
-	w.Uint32(rpcVersion)
+	w.Uint32(sunrpc.MsgCall)
+	w.Uint32(sunrpc.RPCVersion)
 	w.Uint32(prog)
 	w.Uint32(vers)
 	w.Uint32(proc)
 	if cr == nil {
-		w.Uint32(authNone)
+		w.Uint32(uint32(sunrpc.AuthNone))
 		w.Uint32(0)
 	} else {
 		body := &xdr.Encoder{}
@@ -141,10 +142,10 @@ func encodeCall(xid, prog, vers, proc uint32, cr *sysCred, args []byte) []byte {
 		for _, g := range cr.groups {
 			body.Uint32(g)
 		}
-		w.Uint32(authSys)
+		w.Uint32(uint32(sunrpc.AuthSys))
 		w.Opaque(body.Buf)
 	}
-	w.Uint32(authNone)
+	w.Uint32(uint32(sunrpc.AuthNone))
 	w.Uint32(0)
 	w.Buf = append(w.Buf, args...)
 	return w.Buf
@@ -176,13 +177,13 @@ func (c *testClient) readReply() (rpcReply, error) {
 	r := xdr.NewDecoder(rec)
 	var rep rpcReply
 	rep.xid = r.Uint32()
-	if r.Uint32() != msgReply {
+	if r.Uint32() != sunrpc.MsgReply {
 		c.t.Fatalf("not a reply")
 	}
 	rep.replyStat = r.Uint32()
-	if rep.replyStat == msgAccepted {
+	if rep.replyStat == sunrpc.MsgAccepted {
 		r.Uint32()
-		r.Opaque(maxAuthBytes)
+		r.Opaque(sunrpc.MaxAuthBody)
 	}
 	rep.stat = r.Uint32()
 	if r.Err() != nil {
@@ -210,7 +211,7 @@ func (c *testClient) call(prog, vers, proc uint32, cr *sysCred, args []byte) rpc
 func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdr.Encoder) *xdr.Decoder {
 	c.t.Helper()
 	rep := c.call(progNFS, versNFS, proc, cr, args.Buf)
-	if rep.replyStat != msgAccepted || rep.stat != acceptSuccess {
+	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.Success) {
 		c.t.Fatalf("NFS proc %d: reply_stat %d stat %d", proc, rep.replyStat, rep.stat)
 	}
 	return decoder(rep.body)
@@ -269,7 +270,7 @@ func (c *testClient) mount(path string) (uint32, []byte) {
 	}
 	fh := r.Opaque(maxFH)
 	n := r.Uint32()
-	if n != 1 || r.Uint32() != authSys {
+	if n != 1 || r.Uint32() != uint32(sunrpc.AuthSys) {
 		c.t.Fatalf("MNT flavors: want [AUTH_SYS]")
 	}
 	return st, fh

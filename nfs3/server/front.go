@@ -7,51 +7,23 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// ONC RPC (RFC 5531) and program numbers the front knows.
+// The programs the front knows. The numbers of RPC messages themselves
+// are package sunrpc's.
 const (
-	rpcVersion = 2
-	msgCall    = 0
-	msgReply   = 1
-
 	progNFS   = 100003
 	progMount = 100005
 	versNFS   = 3
 	versMount = 3
 
-	authNone = 0
-	authSys  = 1
-
-	maxAuthBytes   = 400   // RFC 5531: opaque_auth body<400>
-	maxMachineName = 255   // RFC 5531: AUTH_SYS machinename<255>
-	maxAuthGroups  = 16    // RFC 5531: AUTH_SYS gids<16>
-	nobody         = 65534 // knfsd's default anonuid and anongid
+	nobody = 65534 // knfsd's default anonuid and anongid
 
 	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
 	// proc and two empty opaque_auth.
 	minCallLen = 40
-)
-
-// reply_stat, accept_stat, reject_stat and auth_stat values.
-const (
-	msgAccepted = 0
-	msgDenied   = 1
-
-	acceptSuccess      = 0
-	acceptProgUnavail  = 1
-	acceptProgMismatch = 2
-	acceptProcUnavail  = 3
-	acceptGarbageArgs  = 4
-	acceptSystemErr    = 5
-
-	rejectRPCMismatch = 0
-	rejectAuthError   = 1
-
-	authBadCred = 1
-	authBadVerf = 3
-	authTooWeak = 5
 )
 
 // MOUNT v3 procedures (RFC 1813 appendix I).
@@ -82,16 +54,16 @@ type rpcCall struct {
 // parseCall parses the header of one RPC call message (without record mark).
 // It returns either the call, or the reply the front must send instead (an
 // RPC-level refusal), or errNotCall. It never panics and allocates only the
-// credential's group list (at most maxAuthGroups entries).
+// credential's group list (at most sunrpc.MaxGroups entries).
 func parseCall(msg []byte) (*rpcCall, []byte, error) {
 	r := xdr.NewDecoder(msg)
 	xid := r.Uint32()
 	mtype := r.Uint32()
-	if r.Err() != nil || mtype != msgCall {
+	if r.Err() != nil || mtype != sunrpc.MsgCall {
 		return nil, nil, errNotCall
 	}
-	if v := r.Uint32(); r.Err() == nil && v != rpcVersion {
-		return nil, deniedReply(xid, rejectRPCMismatch, rpcVersion, rpcVersion), nil
+	if v := r.Uint32(); r.Err() == nil && v != sunrpc.RPCVersion {
+		return nil, deniedReply(xid, sunrpc.RejectRPCMismatch, sunrpc.RPCVersion, sunrpc.RPCVersion), nil
 	}
 	c := &rpcCall{xid: xid}
 	c.prog = r.Uint32()
@@ -102,8 +74,8 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 	if r.Err() != nil {
 		return nil, nil, errNotCall
 	}
-	if credLen > maxAuthBytes {
-		return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
+	if credLen > sunrpc.MaxAuthBody {
+		return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadCred), nil
 	}
 	credBody := r.Fixed(int(credLen))
 	r.Uint32() // verifier flavor: AUTH_NONE and AUTH_SYS calls carry no verifier worth checking
@@ -111,8 +83,8 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 	if r.Err() != nil {
 		return nil, nil, errNotCall
 	}
-	if verfLen > maxAuthBytes {
-		return nil, deniedReply(xid, rejectAuthError, authBadVerf), nil
+	if verfLen > sunrpc.MaxAuthBody {
+		return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadVerf), nil
 	}
 	r.Fixed(int(verfLen))
 	if r.Err() != nil || r.Offset() < minCallLen {
@@ -121,35 +93,35 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 	c.args = msg[r.Offset():]
 
 	switch credFlavor {
-	case authNone:
+	case uint32(sunrpc.AuthNone):
 		c.cred = anonymousCred()
-	case authSys:
+	case uint32(sunrpc.AuthSys):
 		cr, ok := parseAuthSys(credBody)
 		if !ok {
-			return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
+			return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadCred), nil
 		}
 		c.cred = cr
 	default:
-		return nil, deniedReply(xid, rejectAuthError, authBadCred), nil
+		return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadCred), nil
 	}
 
 	var maxProc uint32
 	switch c.prog {
 	case progNFS:
 		if c.vers != versNFS {
-			return nil, acceptedReply(xid, acceptProgMismatch, versNFS, versNFS), nil
+			return nil, acceptedReply(xid, sunrpc.ProgMismatch, versNFS, versNFS), nil
 		}
 		maxProc = nfsMaxProc
 	case progMount:
 		if c.vers != versMount {
-			return nil, acceptedReply(xid, acceptProgMismatch, versMount, versMount), nil
+			return nil, acceptedReply(xid, sunrpc.ProgMismatch, versMount, versMount), nil
 		}
 		maxProc = mountMaxProc
 	default:
-		return nil, acceptedReply(xid, acceptProgUnavail), nil
+		return nil, acceptedReply(xid, sunrpc.ProgUnavail), nil
 	}
 	if c.proc > maxProc {
-		return nil, acceptedReply(xid, acceptProcUnavail), nil
+		return nil, acceptedReply(xid, sunrpc.ProcUnavail), nil
 	}
 	return c, nil, nil
 }
@@ -160,11 +132,11 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 func parseAuthSys(body []byte) (cred, bool) {
 	r := xdr.NewDecoder(body)
 	r.Uint32() // stamp
-	r.Opaque(maxMachineName)
+	r.Opaque(sunrpc.MaxMachineName)
 	uid := r.Uint32()
 	gid := r.Uint32()
 	n := r.Uint32()
-	if r.Err() != nil || n > maxAuthGroups {
+	if r.Err() != nil || n > sunrpc.MaxGroups {
 		return cred{}, false
 	}
 	groups := make([]int, 0, n)
@@ -182,16 +154,16 @@ func parseAuthSys(body []byte) (cred, bool) {
 func anonymousCred() cred { return cred{uid: ^uint32(0), gid: ^uint32(0)} }
 
 // acceptedReply builds a MSG_ACCEPTED reply with an AUTH_NONE verifier,
-// followed by the given words (the body for acceptSuccess, or the version
-// range for acceptProgMismatch).
-func acceptedReply(xid, stat uint32, words ...uint32) []byte {
+// followed by the given words (the body for sunrpc.Success, or the version
+// range for sunrpc.ProgMismatch).
+func acceptedReply(xid uint32, stat sunrpc.AcceptStat, words ...uint32) []byte {
 	w := xdr.Encoder{Buf: make([]byte, 0, 24+4*len(words))}
 	w.Uint32(xid)
-	w.Uint32(msgReply)
-	w.Uint32(msgAccepted)
-	w.Uint32(authNone)
+	w.Uint32(sunrpc.MsgReply)
+	w.Uint32(sunrpc.MsgAccepted)
+	w.Uint32(uint32(sunrpc.AuthNone))
 	w.Uint32(0)
-	w.Uint32(stat)
+	w.Uint32(uint32(stat))
 	for _, v := range words {
 		w.Uint32(v)
 	}
@@ -203,8 +175,8 @@ func acceptedReply(xid, stat uint32, words ...uint32) []byte {
 func deniedReply(xid, stat uint32, words ...uint32) []byte {
 	w := xdr.Encoder{}
 	w.Uint32(xid)
-	w.Uint32(msgReply)
-	w.Uint32(msgDenied)
+	w.Uint32(sunrpc.MsgReply)
+	w.Uint32(sunrpc.MsgDenied)
 	w.Uint32(stat)
 	for _, v := range words {
 		w.Uint32(v)
@@ -214,7 +186,7 @@ func deniedReply(xid, stat uint32, words ...uint32) []byte {
 
 // successHeader starts a successful reply; the procedure's result follows.
 func successHeader(xid uint32) *xdr.Encoder {
-	return &xdr.Encoder{Buf: acceptedReply(xid, acceptSuccess)}
+	return &xdr.Encoder{Buf: acceptedReply(xid, sunrpc.Success)}
 }
 
 // inlineReply answers the calls that need neither the filesystem nor a
@@ -223,16 +195,16 @@ func successHeader(xid uint32) *xdr.Encoder {
 func (ss *Session) inlineReply(c *rpcCall) []byte {
 	switch {
 	case c.proc == 0:
-		return acceptedReply(c.xid, acceptSuccess)
+		return acceptedReply(c.xid, sunrpc.Success)
 	case c.prog != progMount:
 		return nil
 	}
 	switch c.proc {
 	case mountDump:
 		// The server keeps no mount list: an empty mountlist.
-		return acceptedReply(c.xid, acceptSuccess, 0)
+		return acceptedReply(c.xid, sunrpc.Success, 0)
 	case mountUmnt, mountUmntAll:
-		return acceptedReply(c.xid, acceptSuccess)
+		return acceptedReply(c.xid, sunrpc.Success)
 	case mountExport:
 		// One export, "/", with the clients it allows as its groups, as
 		// mountd lists them (showmount -e).
@@ -292,7 +264,7 @@ func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 	w.Uint32(mnt3OK)
 	w.Opaque(fh)
 	w.Uint32(1) // auth_flavors: [AUTH_SYS]
-	w.Uint32(authSys)
+	w.Uint32(uint32(sunrpc.AuthSys))
 	return w.Buf
 }
 
@@ -332,7 +304,7 @@ func mountStatus(err error) uint32 {
 }
 
 // garbageArgs is the reply to a call whose arguments do not decode.
-func garbageArgs(xid uint32) []byte { return acceptedReply(xid, acceptGarbageArgs) }
+func garbageArgs(xid uint32) []byte { return acceptedReply(xid, sunrpc.GarbageArgs) }
 
 func (c *rpcCall) String() string {
 	return fmt.Sprintf("xid %#x prog %d vers %d proc %d", c.xid, c.prog, c.vers, c.proc)

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // FuzzCallHeader feeds arbitrary messages to the front's parsers: they must
@@ -30,7 +32,7 @@ func FuzzCallHeader(f *testing.F) {
 			}
 			return
 		}
-		if len(c.args) > len(msg) || len(msg) < minCallLen || len(c.cred.groups) > maxAuthGroups {
+		if len(c.args) > len(msg) || len(msg) < minCallLen || len(c.cred.groups) > sunrpc.MaxGroups {
 			t.Fatalf("call outside the message: %+v", c)
 		}
 		if !bytes.Equal(msg[len(msg)-len(c.args):], c.args) {

@@ -3,6 +3,7 @@ package server
 import (
 	"math"
 
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ func (w *worker) answer(c *call) []byte {
 	case nfsCommit:
 		return w.commit(xid, n)
 	}
-	return acceptedReply(xid, acceptProcUnavail)
+	return acceptedReply(xid, sunrpc.ProcUnavail)
 }
 
 // as runs fn with the current call's caller's filesystem credentials.

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // The tests of this file hold the server to knfsd's export defaults
@@ -45,7 +47,7 @@ func TestExportDefaults(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "planted")); err == nil {
 		t.Fatal("a call from an unreserved port created a file")
 	}
-	if rep := insecure.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != acceptSuccess {
+	if rep := insecure.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 		t.Errorf("NULL from an unreserved port: %+v", rep)
 	}
 
@@ -143,7 +145,7 @@ func TestExportClients(t *testing.T) {
 	srv2, addr2 := startServer(t, Options{Root: root})
 	rootFH := dialReserved(t, addr2).root()
 	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf)
-	if rep.replyStat != msgDenied || rep.stat != rejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, authTooWeak}) {
+	if rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, sunrpc.AuthTooWeak}) {
 		t.Errorf("GETATTR from 127.0.0.1, not a client: %+v, want AUTH_ERROR AUTH_TOOWEAK", rep)
 	}
 	rep = c.call(progMount, versMount, mountExport, asRoot, nil)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
@@ -67,12 +68,12 @@ func TestMountExportNull(t *testing.T) {
 		r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
-	if rep := c.call(progMount, versMount, mountDump, asRoot, nil); rep.stat != acceptSuccess || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
+	if rep := c.call(progMount, versMount, mountDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
 		t.Errorf("DUMP: %+v", rep)
 	}
 	for _, prog := range []uint32{progNFS, progMount} {
 		rep := c.call(prog, 3, 0, asNone, nil)
-		if rep.replyStat != msgAccepted || rep.stat != acceptSuccess || len(rep.body) != 0 {
+		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.Success) || len(rep.body) != 0 {
 			t.Errorf("NULL of %d: %+v", prog, rep)
 		}
 	}
@@ -292,7 +293,7 @@ func TestStaleHandles(t *testing.T) {
 	}
 	// A handle longer than NFS3_FHSIZE does not even decode.
 	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).Buf)
-	if rep.replyStat != msgAccepted || rep.stat != acceptGarbageArgs {
+	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 		t.Errorf("GETATTR with a 68-byte handle: %+v, want GARBAGE_ARGS", rep)
 	}
 }
@@ -417,7 +418,7 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	}
 	for i := 0; i < n; i++ {
 		rep, err := c.readReply()
-		if err != nil || rep.stat != acceptSuccess || decoder(rep.body).Uint32() != nfs3OK {
+		if err != nil || rep.stat != uint32(sunrpc.Success) || decoder(rep.body).Uint32() != nfs3OK {
 			t.Fatalf("reply %d: %+v %v", i, rep, err)
 		}
 	}
@@ -448,7 +449,7 @@ func TestPanicInCall(t *testing.T) {
 	c := dialServer(t, serveOn(t, srv))
 	rootFH := c.root()
 	c.sendRecord(encodeCall(doomed, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
-	if rep, err := c.readReply(); err != nil || rep.xid != doomed || rep.stat != acceptSystemErr {
+	if rep, err := c.readReply(); err != nil || rep.xid != doomed || rep.stat != uint32(sunrpc.SystemErr) {
 		t.Fatalf("reply to the panicking call: %+v %v", rep, err)
 	}
 	for i := 0; i < 3; i++ {
@@ -496,7 +497,7 @@ func TestGarbageInput(t *testing.T) {
 			}
 			// The server survives: a fresh connection works.
 			c2 := dialServer(t, addr)
-			if rep := c2.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != acceptSuccess {
+			if rep := c2.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 				t.Fatalf("NULL after garbage: %+v", rep)
 			}
 		})
@@ -519,7 +520,7 @@ func TestGarbageInput(t *testing.T) {
 		{nfsMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
 	} {
 		rep := c.call(progNFS, versNFS, tc.proc, asRoot, tc.args)
-		if rep.replyStat != msgAccepted || rep.stat != acceptGarbageArgs {
+		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 			t.Errorf("proc %d with bad arguments: %+v", tc.proc, rep)
 		}
 	}
@@ -536,7 +537,7 @@ func TestRPCRefusals(t *testing.T) {
 	msg[11] = 3 // rpcvers
 	c.sendRecord(msg)
 	rep, err := c.readReply()
-	if err != nil || rep.xid != 7 || rep.replyStat != msgDenied || rep.stat != rejectRPCMismatch || !bytes.Equal(rep.body, []byte{0, 0, 0, 2, 0, 0, 0, 2}) {
+	if err != nil || rep.xid != 7 || rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectRPCMismatch || !bytes.Equal(rep.body, []byte{0, 0, 0, 2, 0, 0, 0, 2}) {
 		t.Errorf("rpcvers 3: %+v %v", rep, err)
 	}
 
@@ -547,15 +548,15 @@ func TestRPCRefusals(t *testing.T) {
 		low, high         uint32
 		checkVersionRange bool
 	}{
-		{"unknown program", 100004, 2, 0, acceptProgUnavail, 0, 0, false},
-		{"NFS v4", progNFS, 4, 0, acceptProgMismatch, 3, 3, true},
-		{"NFS v2", progNFS, 2, 0, acceptProgMismatch, 3, 3, true},
-		{"MOUNT v1", progMount, 1, 0, acceptProgMismatch, 3, 3, true},
-		{"NFS proc 22", progNFS, versNFS, 22, acceptProcUnavail, 0, 0, false},
-		{"MOUNT proc 6", progMount, versMount, 6, acceptProcUnavail, 0, 0, false},
+		{"unknown program", 100004, 2, 0, uint32(sunrpc.ProgUnavail), 0, 0, false},
+		{"NFS v4", progNFS, 4, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"NFS v2", progNFS, 2, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"MOUNT v1", progMount, 1, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"NFS proc 22", progNFS, versNFS, 22, uint32(sunrpc.ProcUnavail), 0, 0, false},
+		{"MOUNT proc 6", progMount, versMount, 6, uint32(sunrpc.ProcUnavail), 0, 0, false},
 	} {
 		rep := c.call(tc.prog, tc.vers, tc.proc, asRoot, nil)
-		if rep.replyStat != msgAccepted || rep.stat != tc.stat {
+		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != tc.stat {
 			t.Errorf("%s: %+v", tc.name, rep)
 		}
 		if tc.checkVersionRange {
@@ -570,14 +571,14 @@ func TestRPCRefusals(t *testing.T) {
 	authCall := func(flavor uint32, body []byte) []byte {
 		w := &xdr.Encoder{}
 		w.Uint32(9)
-		w.Uint32(msgCall)
-		w.Uint32(rpcVersion)
+		w.Uint32(sunrpc.MsgCall)
+		w.Uint32(sunrpc.RPCVersion)
 		w.Uint32(progNFS)
 		w.Uint32(versNFS)
 		w.Uint32(nfsNull)
 		w.Uint32(flavor)
 		w.Opaque(body)
-		w.Uint32(authNone)
+		w.Uint32(uint32(sunrpc.AuthNone))
 		w.Uint32(0)
 		return w.Buf
 	}
@@ -595,18 +596,18 @@ func TestRPCRefusals(t *testing.T) {
 	for name, m := range map[string][]byte{
 		"AUTH_DH":            authCall(3, nil),
 		"RPCSEC_GSS":         authCall(6, []byte{0, 0, 0, 1}),
-		"AUTH_SYS truncated": authCall(authSys, goodSys[:len(goodSys)-4]),
-		"AUTH_SYS trailing":  authCall(authSys, append(append([]byte{}, goodSys...), 0, 0, 0, 0)),
-		"AUTH_SYS 17 groups": authCall(authSys, tooMany.Buf),
+		"AUTH_SYS truncated": authCall(uint32(sunrpc.AuthSys), goodSys[:len(goodSys)-4]),
+		"AUTH_SYS trailing":  authCall(uint32(sunrpc.AuthSys), append(append([]byte{}, goodSys...), 0, 0, 0, 0)),
+		"AUTH_SYS 17 groups": authCall(uint32(sunrpc.AuthSys), tooMany.Buf),
 	} {
 		c.sendRecord(m)
 		rep, err := c.readReply()
-		if err != nil || rep.replyStat != msgDenied || rep.stat != rejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, authBadCred}) {
+		if err != nil || rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, sunrpc.AuthBadCred}) {
 			t.Errorf("%s: %+v %v", name, rep, err)
 		}
 	}
-	c.sendRecord(authCall(authSys, goodSys))
-	if rep, err := c.readReply(); err != nil || rep.stat != acceptSuccess {
+	c.sendRecord(authCall(uint32(sunrpc.AuthSys), goodSys))
+	if rep, err := c.readReply(); err != nil || rep.stat != uint32(sunrpc.Success) {
 		t.Errorf("well-formed AUTH_SYS: %+v %v", rep, err)
 	}
 }

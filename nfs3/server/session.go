@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // ErrClosed is returned by Serve after Close and by Session.Call after the
@@ -194,7 +196,7 @@ func (ss *Session) admission(c *rpcCall) []byte {
 	}
 	switch {
 	case !ss.peer.allowed:
-		return deniedReply(c.xid, rejectAuthError, authTooWeak)
+		return deniedReply(c.xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
 	case !ss.peer.secure && !ss.srv.opts.Export.Insecure:
 		return nfsErrorReply(c.xid, c.proc, nfs3ErrPerm)
 	}
@@ -331,7 +333,7 @@ func (w *worker) serve(c *call) {
 		defer func() {
 			if r := recover(); r != nil {
 				srv.logf("server: serving %v: panic: %v\n%s", c.rpc, r, debug.Stack())
-				reply = acceptedReply(c.rpc.xid, acceptSystemErr)
+				reply = acceptedReply(c.rpc.xid, sunrpc.SystemErr)
 				w.placement = Placement{}
 			}
 		}()
