@@ -12,4 +12,21 @@
 // such as WRITE data) and a tail (whatever follows the payload), as the
 // Linux client's xdr_buf is. A reply likewise has a body and, when the
 // transport placed it apart, a payload (READ data).
+//
+// A call's way through the files:
+//
+//	client.go     Client.NewCall and Do: the xid, the call header
+//	              (msg.go, auth.go), the tries and their timeouts, hard or
+//	              soft, the reply header checked (msg.go)
+//	transport.go  the Transport contract; Call and Reply
+//	redial.go     a transport's one connection, dialled on demand, with
+//	              the reconnect backoff
+//	pending.go    a connection's table of calls in flight, which matches
+//	              replies to calls by xid and wakes their callers
+//	tcp.go        the TCP transport: slots, record marking, its reader
+//	multi.go      nconnect: calls spread over several transports
+//
+// buffer.go has the pooled buffers replies and payloads live in;
+// stats.go counts each procedure's calls, xprtstats.go the counters of
+// every transport's "xprt:" line.
 package sunrpc

@@ -25,11 +25,27 @@
 // backoff dials as soon as the server answers again (with a provider that
 // can probe).
 //
-// The files follow the kernel's split. transport.go is the transport and
-// its RoundTrip, credits.go the credits (transport.c); marshal.go chooses
-// how a call goes and builds it, reply.go takes replies apart (rpc_rdma.c);
-// endpoint.go is one connection's verbs resources, send.go posts a call's
-// work requests, completion.go handles their completions, teardown.go
-// ends a connection (verbs.c); memreg.go exposes chunk buffers to the
-// server (frwr_ops.c); request.go is a call's state on its connection.
+// The files follow the kernel's split (transport.c, rpc_rdma.c, verbs.c,
+// frwr_ops.c). A call's way through them:
+//
+//	transport.go   RoundTrip: the connection (dialled by a sunrpc.Redialer),
+//	               then a credit, the send, the wait for the reply
+//	credits.go     a credit per call, returned by its reply; the credits
+//	               asked for, fitted to what the device's queues hold
+//	marshal.go     how the call goes (inline, read chunk, RDMA_NOMSG) and
+//	               how its reply may come (inline, write chunk, reply
+//	               chunk); the transport header and the Send
+//	memreg.go      exposing chunk buffers to the server for one call, and
+//	               revoking them, per memreg strategy
+//	send.go        the call's buffers, its entry in the table of calls in
+//	               flight (sunrpc.Pending), its Receive and Send posted
+//	completion.go  the completion loop: every work completion
+//	reply.go       a Receive: its transport header, the call it answers,
+//	               the chunks the server used, the exposures revoked, the
+//	               reply delivered
+//	teardown.go    the end of a connection: what its calls held given back
+//
+// endpoint.go is one connection's verbs resources (device, protection
+// domain, registrations, queue pair), request.go a call's buffers and
+// state on its connection, stats.go the counters of the "xprt: rdma" line.
 package xprtrdma
