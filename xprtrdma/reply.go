@@ -77,17 +77,14 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 	// The device reports which rkey a Send With Invalidate killed; the
 	// client said it accepts them (RFC 8797), whatever the server's flags.
 	wait, rerr := ep.reg.revoke(r, inv, hasInv)
-	ep.mu.Lock()
 	if rerr != nil {
-		ep.mu.Unlock()
 		ep.fail(rerr)
-		ep.mu.Lock()
 	}
 	if wait {
+		ep.mu.Lock()
 		r.waiting++ // the local invalidation; its completion delivers
-	}
-	ep.mu.Unlock()
-	if !wait {
+		ep.mu.Unlock()
+	} else {
 		ep.deliver(r)
 	}
 	ep.settle(r)

@@ -4,14 +4,16 @@ import (
 	"errors"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // The end of a connection: stop posting, destroy the queue pair, and give
 // back what calls that will never complete hold (the kernel's
 // rpcrdma_xprt_disconnect in verbs.c).
 
-// fail ends the connection because of err; calls waiting on it see lost
-// closed. Teardown happens in the background once the queue pair is gone.
+// fail ends the connection because of err; calls waiting on it return
+// ErrDisconnected. Teardown happens in the background once the queue pair
+// is gone.
 func (ep *endpoint) fail(err error) {
 	if !ep.calls.Fail(err) {
 		return
@@ -98,4 +100,5 @@ func (ep *endpoint) releaseReply(r *request) {
 		}
 	}
 	r.recv, r.write, r.reply = nil, nil, nil
+	r.result = sunrpc.Reply{}
 }
