@@ -21,21 +21,12 @@ import (
 // as the reference peer of rdmafs's own server, and a knfsd restart in the
 // middle of a write.
 
-func needRDMA(t *testing.T, e labEnv) string {
-	t.Helper()
-	bin := rdmafsBin(t, e)
-	if !e.RdmafsRDMA {
-		t.Skip("RDMA transport (xprtrdma) not built into rdmafs")
-	}
-	return bin
-}
-
 // TestKernelClientOnRdmafsServe mounts `rdmafs serve -o proto=rdma` (the
 // ibverbs provider on the rxe device) with the kernel NFS/RDMA client and
 // runs the workload through it, checked in the served directory.
 func TestKernelClientOnRdmafsServe(t *testing.T) {
 	e := lab(t)
-	bin := needRDMA(t, e)
+	bin := rdmafsBin(t, e)
 	// The workload runs as root: no_root_squash (the default squashes root,
 	// as knfsd's does).
 	dir := t.TempDir()
@@ -111,7 +102,7 @@ func mountKernelOnServe(t *testing.T, e labEnv, port string, rdmaPort int, proto
 // copy has the checksum of what was written.
 func TestRdmafsRDMAKnfsdRestart(t *testing.T) {
 	e := lab(t)
-	needRDMA(t, e)
+	rdmafsBin(t, e)
 	mnt := mountRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=50")
 	src := filepath.Join(t.TempDir(), "src")
 	run(t, time.Minute, "dd", "if=/dev/urandom", "of="+src, "bs=1M", "count=192", "status=none")
