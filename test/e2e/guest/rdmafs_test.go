@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,8 +60,15 @@ func mountRdmafs(t *testing.T, e labEnv, opts string) string {
 				t.Errorf("rdmafs exited with %v after unmount; output:\n%s", err, out.String())
 			}
 		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("rdmafs still running 30 s after unmount (killed); output:\n%s", out.String())
+			// SIGQUIT makes the Go runtime print every goroutine's stack:
+			// where the daemon waits.
+			cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+			}
+			t.Errorf("rdmafs still running 30 s after unmount (ended with SIGQUIT); output:\n%s", out.String())
 		}
 		if t.Failed() {
 			t.Logf("rdmafs output:\n%s", out.String())
