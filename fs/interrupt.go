@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -16,20 +17,37 @@ import (
 // until, the caller has a fatal signal pending, which the kernel shows as
 // a pending SIGKILL.
 
-// killPoll is how often an interrupted call checks for a fatal signal.
+// A request whose caller is gone is abandoned too. The kernel's readahead
+// and asynchronous reads are requests no one waits for: when their
+// program dies, nobody interrupts them, and on a hard mount of a dead
+// server they would wait for ever, holding the pages they read locked, so
+// that the file system could not be unmounted even once no process used
+// it. After orphanWait, a call checks now and then that its caller is
+// still there.
+
+// killPoll is how often a call checks for a fatal signal, once it does.
 const killPoll = 200 * time.Millisecond
 
+// orphanWait is how long a call runs before it checks that its caller is
+// still there.
+const orphanWait = time.Second
+
 // killable returns a context for the calls of the FUSE request in ctx that
-// ends when the caller is being killed; release it when the request is
-// done.
+// ends when the caller is being killed or is gone; release it when the
+// request is done. Requests of the kernel itself (pid 0) are never
+// abandoned.
 func killable(ctx context.Context) (context.Context, context.CancelFunc) {
 	caller, ok := fuse.FromContext(ctx)
-	if !ok || ctx.Done() == nil {
+	if !ok || caller.Pid == 0 {
 		return context.WithoutCancel(ctx), func() {}
 	}
 	pid := caller.Pid
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() {
+	var watching atomic.Bool
+	watch := func() {
+		if watching.Swap(true) {
+			return
+		}
 		t := time.NewTicker(killPoll)
 		defer t.Stop()
 		for {
@@ -43,9 +61,15 @@ func killable(ctx context.Context) (context.Context, context.CancelFunc) {
 			case <-t.C:
 			}
 		}
-	})
+	}
+	stopOnInterrupt := func() bool { return true }
+	if ctx.Done() != nil {
+		stopOnInterrupt = context.AfterFunc(ctx, watch)
+	}
+	orphanCheck := time.AfterFunc(orphanWait, watch)
 	return rctx, func() {
-		stop()
+		stopOnInterrupt()
+		orphanCheck.Stop()
 		cancel()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -137,4 +139,51 @@ func TestReaddirLoop(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("listing a directory whose cookies loop did not end in 20 s")
 	}
+}
+
+// TestCallOfAGoneCallerIsAbandoned: a READ no one waits for any more (the
+// readahead of a program that died) is abandoned once its caller is gone,
+// even if the server never answers and nothing interrupts it.
+func TestCallOfAGoneCallerIsAbandoned(t *testing.T) {
+	var hang atomic.Bool
+	h := newHarness(t, harnessConfig{wrap: func(tr sunrpc.Transport) sunrpc.Transport {
+		return &stalling{Transport: tr, stall: func(call *sunrpc.Call) bool {
+			return hang.Load() && call.Proc == nfs3.ProcRead
+		}}
+	}})
+	h.writeServerFile("f", bytes.Repeat([]byte("x"), 8192), 0o644)
+	node := h.mustLookup(rootNode, "f")
+	fh, _, en := h.open(node, syscall.O_RDONLY)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	hang.Store(true)
+	dead := h
+	dead.caller.Pid = uint32(gone.Process.Pid)
+	start := time.Now()
+	_, en = dead.read(node, fh, 0, 4096)
+	if took := time.Since(start); en == 0 || took > 3*time.Second {
+		t.Errorf("READ of a caller that is gone, from a server that does not answer: errno %v after %v; want an error within 3 s", en, took)
+	}
+}
+
+// stalling makes the calls that stall says so wait until their caller
+// gives up, as a server that never answers.
+type stalling struct {
+	sunrpc.Transport
+	stall func(*sunrpc.Call) bool
+}
+
+var _ sunrpc.Transport = (*stalling)(nil)
+
+func (s *stalling) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
+	if s.stall(call) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Transport.RoundTrip(ctx, call)
 }

@@ -3,7 +3,7 @@
 # with SoftRoCE (rdma_rxe), knfsd serving NFSv3 over RDMA (20049) and TCP (2049),
 # rpcbind, rpc.mountd, rpc.statd and FUSE. The checkout is shared into the guest
 # over virtio-9p at /host; the guest runs a command there and its exit status
-# becomes lab.sh's. Adapted from shared/vmlab (see its REPORT.md for the why).
+# becomes lab.sh's. test/e2e/README.md says what runs where and why.
 #
 # Usage (as root; `make e2e` and `make bench-e2e` call the first two):
 #   lab.sh e2e [TEST FLAGS...]   deps + image + build.sh + boot + run-tests.sh (the e2e suite),
@@ -432,7 +432,7 @@ pick_accel() {
         kvm | tcg) echo "$LAB_ACCEL" ;;
         auto)
             # kvm_pvm (paravirtual "PVM" KVM, e.g. nested in a cloud VM) cannot run the stock
-            # Debian kernel (vmlab/REPORT.md): TCG there. KVM only with kvm_intel/kvm_amd.
+            # Debian kernel (only PVM-enlightened ones): TCG there. KVM only with kvm_intel/kvm_amd.
             if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; } &&
                 [ ! -d /sys/module/kvm_pvm ]; then echo kvm; else echo tcg; fi ;;
         *) fail $EXIT_USAGE "LAB_ACCEL must be kvm, tcg or auto" ;;

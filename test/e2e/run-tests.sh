@@ -23,11 +23,12 @@ set -a
 . /run/rdmafs-e2e.env
 set +a
 # build.env names binaries relative to $BIN
-RDMAFS_BIN='' RDMAFS_SKIP='' RDMAFS_RDMA=0
+RDMAFS_BIN=''
 # shellcheck disable=SC1091
 . "$BIN/e2e/build.env"
-[ -n "$RDMAFS_BIN" ] && RDMAFS_BIN=$BIN/$RDMAFS_BIN
-export RDMAFS_BIN RDMAFS_SKIP RDMAFS_RDMA
+[ -n "$RDMAFS_BIN" ] || die "$BIN/e2e/build.env names no rdmafs binary: run test/e2e/build.sh"
+RDMAFS_BIN=$BIN/$RDMAFS_BIN
+export RDMAFS_BIN
 export LAB_VERBS_TESTS=$BIN/e2e/verbs
 # the checkout (its Makefile and docs/rdmafs.8, for TestInstallFstab)
 export LAB_ROOT=$ROOT
@@ -47,7 +48,7 @@ if [ "${1:-}" = --bench-verbs ]; then
 fi
 
 echo "=== e2e: server $LAB_ADDR:$LAB_EXPORT, rdma device $LAB_RXE, kernel $(uname -r), $(nproc) CPU, $(free -m | awk '/Mem:/{print $2}') MiB"
-echo "=== e2e: rdmafs: ${RDMAFS_BIN:-not built ($RDMAFS_SKIP)}"
+echo "=== e2e: rdmafs: $RDMAFS_BIN"
 log=$(mktemp /tmp/e2e-tests.XXXXXX)
 cd /tmp
 rc=0

@@ -21,7 +21,7 @@ import (
 func rdmaEnv(t *testing.T) (device, addr string) {
 	device, addr = os.Getenv("RDMAFS_VERBS_DEVICE"), os.Getenv("RDMAFS_VERBS_ADDR")
 	if device == "" || addr == "" {
-		t.Skip("no RDMA device to test on: set RDMAFS_VERBS_DEVICE and RDMAFS_VERBS_ADDR (e.g. rxe0 and its IP); see verbs/README.md")
+		t.Skip("no RDMA device to test on: set RDMAFS_VERBS_DEVICE and RDMAFS_VERBS_ADDR (e.g. rxe0 and its IP); make e2e runs these tests on SoftRoCE in a guest (test/e2e/README.md)")
 	}
 	return device, addr
 }

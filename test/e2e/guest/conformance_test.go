@@ -77,9 +77,9 @@ func diffSeed(t *testing.T) uint64 {
 func TestDifferentialKernelClient(t *testing.T) {
 	e := lab(t)
 	ref := mountKernel(t, e, "tcp")
-	under := map[string]string{"rdmafs over tcp": mountRdmafs(t, e, "proto=tcp,vers=3")}
-	if e.RdmafsRDMA {
-		under["rdmafs over rdma"] = mountRdmafs(t, e, "proto=rdma,vers=3")
+	under := map[string]string{
+		"rdmafs over tcp":  mountRdmafs(t, e, "proto=tcp,vers=3"),
+		"rdmafs over rdma": mountRdmafs(t, e, "proto=rdma,vers=3"),
 	}
 	differential(t, ref, under, knownDifferences)
 }
@@ -90,7 +90,7 @@ func TestDifferentialKernelClient(t *testing.T) {
 // server's fidelity, with knfsd as the oracle.
 func TestDifferentialServe(t *testing.T) {
 	e := lab(t)
-	bin := needRDMA(t, e)
+	bin := rdmafsBin(t, e)
 	ref := mountKernel(t, e, "tcp")
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil {
@@ -163,7 +163,7 @@ func mapValues(m map[string]string) []string {
 
 // TestExerciserKnfsd runs the random file exerciser through two mounts of
 // the knfsd export: the kernel client's first (which proves the model), then
-// rdmafs's over RDMA (TCP when rdmafs has no RDMA).
+// rdmafs's over RDMA.
 func TestExerciserKnfsd(t *testing.T) {
 	e := lab(t)
 	seed := diffSeed(t)
@@ -171,10 +171,7 @@ func TestExerciserKnfsd(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("RDMAFS_EXERCISER_OPS")); err == nil && n > 0 {
 		ops = n
 	}
-	proto := "tcp"
-	if e.RdmafsRDMA {
-		proto = "rdma"
-	}
+	const proto = "rdma"
 	for _, client := range []string{"kernel", "rdmafs"} {
 		t.Run(client, func(t *testing.T) {
 			var a, b string

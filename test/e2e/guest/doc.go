@@ -5,6 +5,6 @@
 //
 // The tests are built with `go test -c` by test/e2e/build.sh and started by
 // test/e2e/run-tests.sh, which passes the setup through the environment
-// (LAB_ADDR, LAB_EXPORT, LAB_RXE, RDMAFS_BIN, RDMAFS_SKIP, RDMAFS_RDMA,
-// LAB_VERBS_TESTS). Elsewhere (`go test ./...` on a host) every test skips.
+// (LAB_ADDR, LAB_EXPORT, LAB_RXE, RDMAFS_BIN, LAB_VERBS_TESTS, LAB_ROOT).
+// Elsewhere (`go test ./...` on a host) every test skips.
 package guest

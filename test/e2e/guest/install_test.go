@@ -53,10 +53,7 @@ func TestInstallFstab(t *testing.T) {
 		}
 	}
 
-	protos := []string{"tcp"}
-	if e.RdmafsRDMA {
-		protos = append(protos, "rdma")
-	}
+	protos := []string{"tcp", "rdma"}
 	mnts := make(map[string]string)
 	var fstab strings.Builder
 	fstab.WriteString("# rdmafs e2e: TestInstallFstab\n")

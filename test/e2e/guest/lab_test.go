@@ -27,8 +27,6 @@ type labEnv struct {
 	Export     string // exported directory, also its path on this machine
 	RXE        string // rxe device name
 	Rdmafs     string // rdmafs binary, "" when it was not built
-	RdmafsSkip string // why rdmafs was not built
-	RdmafsRDMA bool   // rdmafs links the RPC-over-RDMA transport
 	VerbsTests string // directory of the verbs conformance test binaries
 }
 
@@ -40,13 +38,14 @@ func lab(t *testing.T) labEnv {
 		Export:     os.Getenv("LAB_EXPORT"),
 		RXE:        os.Getenv("LAB_RXE"),
 		Rdmafs:     os.Getenv("RDMAFS_BIN"),
-		RdmafsSkip: os.Getenv("RDMAFS_SKIP"),
-		RdmafsRDMA: os.Getenv("RDMAFS_RDMA") == "1",
 		VerbsTests: os.Getenv("LAB_VERBS_TESTS"),
 	}
 	if e.Addr == "" || e.Export == "" || e.RXE == "" {
 		t.Skip("not inside the e2e test system (LAB_ADDR, LAB_EXPORT or LAB_RXE unset): " +
 			"these tests run in the qemu guest or the Docker container, see `make e2e` and test/e2e/README.md")
+	}
+	if e.Rdmafs == "" {
+		t.Fatal("RDMAFS_BIN unset: run-tests.sh sets it from the build.env of build.sh")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatalf("the e2e tests must run as root (mount, drop_caches)")

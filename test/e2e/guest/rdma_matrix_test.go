@@ -27,7 +27,7 @@ import (
 //     for each of serve's options: rw (the default), ro, workers=1.
 func TestRDMAMatrix(t *testing.T) {
 	e := lab(t)
-	bin := needRDMA(t, e)
+	bin := rdmafsBin(t, e)
 	check := workload.DirChecker(e.Export)
 	for _, memreg := range []string{"mw", "register", "persistent"} {
 		for _, slots := range []int{4, 128, 16384} {

@@ -2,78 +2,121 @@ package guest
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
-// rdmafsBin returns the rdmafs binary, or skips the test naming why there is none.
+// rdmafsBin returns the rdmafs binary.
 func rdmafsBin(t *testing.T, e labEnv) string {
 	t.Helper()
-	if e.Rdmafs == "" {
-		reason := e.RdmafsSkip
-		if reason == "" {
-			reason = "RDMAFS_BIN unset"
-		}
-		t.Skip(reason)
-	}
 	if _, err := os.Stat(e.Rdmafs); err != nil {
 		t.Fatalf("rdmafs binary: %v", err)
 	}
 	return e.Rdmafs
 }
 
-// mountRdmafs runs `rdmafs -f -o opts ADDR:EXPORT DIR` in the background until
-// the mount appears, and when the test ends unmounts it with fusermount3 -u
-// and checks that rdmafs exits with status 0.
-func mountRdmafs(t *testing.T, e labEnv, opts string) string {
+// rdmafsMount is an rdmafs process and its mount.
+type rdmafsMount struct {
+	dir    string
+	cmd    *exec.Cmd
+	out    *syncBuffer // its output
+	exited chan error  // its exit, once
+}
+
+// syncBuffer is an output buffer a process writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startRdmafs runs `rdmafs -f -o opts ADDR:EXPORT DIR` in the background
+// until the mount appears.
+func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 	t.Helper()
 	bin := rdmafsBin(t, e)
-	dir := mountPoint(t, "rdmafs")
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "-f", "-o", opts, e.Addr+":"+e.Export, dir)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	m := &rdmafsMount{dir: mountPoint(t, "rdmafs"), out: new(syncBuffer), exited: make(chan error, 1)}
+	m.cmd = exec.Command(bin, "-f", "-o", opts, e.Addr+":"+e.Export, m.dir)
+	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", cmd, err)
+	if err := m.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", m.cmd, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { m.exited <- m.cmd.Wait() }()
 	mounted := false
 	for !mounted && time.Since(start) < time.Minute {
 		select {
-		case err := <-exited:
-			t.Fatalf("%s exited before mounting: %v; output:\n%s", cmd, err, out.String())
+		case err := <-m.exited:
+			t.Fatalf("%s exited before mounting: %v; output:\n%s", m.cmd, err, m.out)
 		case <-time.After(100 * time.Millisecond):
 		}
-		fstype, _, ok := mountInfo(t, dir)
+		fstype, _, ok := mountInfo(t, m.dir)
 		mounted = ok && strings.HasPrefix(fstype, "fuse")
 	}
 	if !mounted {
-		cmd.Process.Kill()
-		t.Fatalf("%s: no FUSE mount on %s after 1 minute; output:\n%s", cmd, dir, out.String())
+		m.cmd.Process.Kill()
+		t.Fatalf("%s: no FUSE mount on %s after 1 minute; output:\n%s", m.cmd, m.dir, m.out)
 	}
-	t.Logf("%s: mounted in %v", cmd, time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() {
-		unmount(t, dir, "fusermount3", "-u", dir)
+	t.Logf("%s: mounted in %v", m.cmd, time.Since(start).Round(time.Millisecond))
+	return m
+}
+
+// wait returns rdmafs's exit status once it has exited, at most within
+// limit; if it has not by then, it fails the test after SIGQUIT, which
+// makes the Go runtime print every goroutine's stack: where it waits.
+func (m *rdmafsMount) wait(t *testing.T, limit time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-m.exited:
+		return err
+	case <-time.After(limit):
+		t.Logf("rdmafs still running after %v:\n%s", limit, kernelStacks(m.cmd.Process.Pid))
+		m.cmd.Process.Signal(syscall.SIGQUIT)
 		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("rdmafs exited with %v after unmount; output:\n%s", err, out.String())
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("rdmafs still running 30 s after unmount (killed); output:\n%s", out.String())
+		case <-m.exited:
+		case <-time.After(5 * time.Second):
+			m.cmd.Process.Kill()
+		}
+		t.Fatalf("rdmafs still running %v after its mount was gone (ended with SIGQUIT); output:\n%s", limit, m.out)
+		return nil
+	}
+}
+
+// mountRdmafs mounts with startRdmafs, and when the test ends unmounts
+// with fusermount3 -u and checks that rdmafs exits with status 0.
+func mountRdmafs(t *testing.T, e labEnv, opts string) string {
+	t.Helper()
+	m := startRdmafs(t, e, opts)
+	t.Cleanup(func() {
+		unmount(t, m.dir, "fusermount3", "-u", m.dir)
+		if err := m.wait(t, 30*time.Second); err != nil {
+			t.Errorf("rdmafs exited with %v after unmount; output:\n%s", err, m.out)
 		}
 		if t.Failed() {
-			t.Logf("rdmafs output:\n%s", out.String())
+			t.Logf("rdmafs output:\n%s", m.out)
 		}
 	})
-	return dir
+	return m.dir
 }
 
 // TestRdmafsTCP: rdmafs over TCP against knfsd, the workload checked on the
@@ -83,13 +126,9 @@ func TestRdmafsTCP(t *testing.T) {
 	testRdmafs(t, e, "proto=tcp,vers=3", "tcp")
 }
 
-// TestRdmafsRDMA: the same over RPC-over-RDMA on the rxe device (issue 5).
+// TestRdmafsRDMA: the same over RPC-over-RDMA on the rxe device.
 func TestRdmafsRDMA(t *testing.T) {
 	e := lab(t)
-	if !e.RdmafsRDMA {
-		t.Skip("RDMA transport (xprtrdma) not built yet: issue 5 " +
-			"(runs once ./cmd/rdmafs links the xprtrdma package; LAB_RDMAFS_RDMA=1 forces it)")
-	}
 	sent0, rcvd0 := rxePackets(t, e)
 	testRdmafs(t, e, "proto=rdma,vers=3", "rdma")
 	sent1, rcvd1 := rxePackets(t, e)
@@ -133,4 +172,23 @@ func testRdmafs(t *testing.T, e labEnv, opts, peerProto string) {
 		}
 		unmount(t, dir, "fusermount3", "-u", dir)
 	})
+}
+
+// kernelStacks returns the state and kernel stack of each thread of
+// process pid: where a process that does not end waits in the kernel.
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		status, _ := os.ReadFile(filepath.Join(task, "status"))
+		state := ""
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if strings.HasPrefix(line, "State:") {
+				state = strings.TrimSpace(strings.TrimPrefix(line, "State:"))
+			}
+		}
+		stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+		fmt.Fprintf(&b, "thread %s: %s\n%s", filepath.Base(task), state, stack)
+	}
+	return b.String()
 }

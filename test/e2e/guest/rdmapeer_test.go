@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,21 +23,12 @@ import (
 // as the reference peer of rdmafs's own server, and a knfsd restart in the
 // middle of a write.
 
-func needRDMA(t *testing.T, e labEnv) string {
-	t.Helper()
-	bin := rdmafsBin(t, e)
-	if !e.RdmafsRDMA {
-		t.Skip("RDMA transport (xprtrdma) not built into rdmafs")
-	}
-	return bin
-}
-
 // TestKernelClientOnRdmafsServe mounts `rdmafs serve -o proto=rdma` (the
 // ibverbs provider on the rxe device) with the kernel NFS/RDMA client and
 // runs the workload through it, checked in the served directory.
 func TestKernelClientOnRdmafsServe(t *testing.T) {
 	e := lab(t)
-	bin := needRDMA(t, e)
+	bin := rdmafsBin(t, e)
 	// The workload runs as root: no_root_squash (the default squashes root,
 	// as knfsd's does).
 	dir := t.TempDir()
@@ -111,7 +104,7 @@ func mountKernelOnServe(t *testing.T, e labEnv, port string, rdmaPort int, proto
 // copy has the checksum of what was written.
 func TestRdmafsRDMAKnfsdRestart(t *testing.T) {
 	e := lab(t)
-	needRDMA(t, e)
+	rdmafsBin(t, e)
 	mnt := mountRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=50")
 	src := filepath.Join(t.TempDir(), "src")
 	run(t, time.Minute, "dd", "if=/dev/urandom", "of="+src, "bs=1M", "count=192", "status=none")
@@ -172,4 +165,85 @@ func sum(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestRdmafsUnmountDeadServer stops knfsd for good under a hard RDMA mount
+// while a reader (its readahead), a statfs and a writer wait on it, and
+// kills them: once no process holds the mount, fusermount3 -u unmounts it,
+// and rdmafs, whose write-back gets one major timeout (timeo x (retrans+1)),
+// exits with status 1, saying how many bytes of which file it could not
+// write back.
+func TestRdmafsUnmountDeadServer(t *testing.T) {
+	e := lab(t)
+	m := startRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=10,retrans=2")
+	big := filepath.Join(m.dir, fmt.Sprintf("unmount-big-%d", time.Now().UnixNano()))
+	run(t, time.Minute, "dd", "if=/dev/urandom", "of="+big, "bs=1M", "count=64", "conv=fsync", "status=none")
+	dropCaches(t)
+	held := filepath.Join(m.dir, fmt.Sprintf("unmount-held-%d", time.Now().UnixNano()))
+	// The writer opens its file while the server is there and writes
+	// once it is gone: the data waits in rdmafs, and the close blocks.
+	// The shell is killed first, and its close at exit waits behind
+	// head's; then head, the rest of its process group.
+	writer := exec.Command("sh", "-c", "exec 3>"+held+"; sleep 2; head -c 3000000 /dev/urandom >&3")
+	writer.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-writer.Process.Pid, syscall.SIGKILL)
+	time.Sleep(500 * time.Millisecond)
+	run(t, time.Minute, "rpc.nfsd", "0")
+	t.Log("knfsd stopped")
+	t.Cleanup(func() {
+		run(t, time.Minute, "rpc.nfsd", "8")
+		if err := os.WriteFile("/proc/fs/nfsd/portlist", []byte("rdma 20049\n"), 0); err != nil {
+			t.Errorf("adding knfsd's RDMA listener back: %v", err)
+		}
+	})
+	waiters := []*exec.Cmd{
+		writer,
+		exec.Command("dd", "if="+big, "of=/dev/null", "bs=1M", "status=none"),
+		exec.Command("stat", "-f", m.dir),
+	}
+	for _, c := range waiters[1:] {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(4 * time.Second)
+	for _, c := range waiters {
+		c.Process.Kill()
+	}
+	for _, c := range waiters {
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not die of SIGKILL within 30 s", c)
+		}
+	}
+	syscall.Kill(-writer.Process.Pid, syscall.SIGKILL)
+	t.Log("the programs using the mount are killed")
+	start := time.Now()
+	var out []byte
+	var err error
+	for time.Since(start) < 20*time.Second {
+		if out, err = exec.Command("fusermount3", "-u", m.dir).CombinedOutput(); err == nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("fusermount3 -u of a hard mount of a dead server that no process uses: %v: %s", err, out)
+	}
+	t.Logf("unmounted in %v", time.Since(start).Round(time.Millisecond))
+	exit := m.wait(t, 30*time.Second)
+	var ee *exec.ExitError
+	if !errors.As(exit, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("rdmafs exited with %v after its mount of a dead server was gone with data unwritten, want status 1", exit)
+	}
+	if log := m.out.String(); !strings.Contains(log, filepath.Base(held)) || !strings.Contains(log, "not written back") {
+		t.Errorf("rdmafs's log does not say which file's data it could not write back:\n%s", log)
+	}
+	os.Remove(m.dir)
 }
