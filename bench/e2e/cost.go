@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,9 +56,20 @@ type meter struct {
 func newMeter(c config, tg target) *meter {
 	m := &meter{c: c, tg: tg}
 	if tg.rdmafs && c.outDir != "" && len(c.profile) > 0 {
-		m.profile = filepath.Join(c.outDir, "cpu-"+tg.name)
+		m.profile = filepath.Join(c.outDir, "cpu-"+fileName(tg.name))
 	}
 	return m
+}
+
+// fileName makes a column's name (rdmafs-rdma@GOMAXPROCS=1) fit a file
+// name.
+func fileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // mountEnv is the environment of the mount command: the signaled CPU

@@ -1,12 +1,18 @@
 // Command bench-e2e runs the e2e benchmark inside the e2e test system (the
 // qemu guest of `make bench-e2e`, or the Docker container): the same
-// workloads through every client mount of knfsd's export, one after the
-// other in one boot, and tables of the figures, of what each operation cost
-// and of rdmafs's memory, with ratios against the kernel NFS/RDMA client.
+// workloads through every client mount of knfsd's export in one boot, and
+// tables of the figures, of what each operation cost and of rdmafs's
+// memory, with ratios against the kernel NFS/RDMA client. Every mount is
+// made first; then each workload runs through each mount in turn, so that
+// the figures of a row are taken close together (on a shared machine the
+// same figure moves by up to 2x in a few minutes).
 //
 // Mounts (columns): knfs-rdma (mount -t nfs -o vers=3,proto=rdma,port=20049),
 // knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o proto=tcp,vers=3, when
-// built) and rdmafs-rdma (proto=rdma, when rdmafs links the RDMA transport).
+// built) and rdmafs-rdma (proto=rdma, when rdmafs links the RDMA transport);
+// a column rdmafs-rdma@NAME=VALUE is an rdmafs mount whose process runs
+// with NAME=VALUE in its environment (GOMAXPROCS=1, say), to weigh a
+// setting side by side.
 //
 // Workloads (rows, in the order they run):
 //   - fio sequential 1 MiB write and read of one -size file, O_DIRECT,
@@ -123,7 +129,8 @@ func main() {
 	flag.DurationVar(&c.runtime, "runtime", durEnv("BENCH_RUNTIME", 60*time.Second), "time limit of each sequential job; env BENCH_RUNTIME")
 	flag.DurationVar(&c.randRuntime, "rand-runtime", durEnv("BENCH_RAND_RUNTIME", 20*time.Second), "duration of each random job; env BENCH_RAND_RUNTIME")
 	flag.IntVar(&c.files, "files", intEnv("BENCH_FILES", 2000), "files of the metadata workload; env BENCH_FILES")
-	flag.StringVar(&targets, "targets", envOr("BENCH_TARGETS", "knfs-rdma,knfs-tcp,rdmafs-tcp,rdmafs-rdma"), "mounts to measure; env BENCH_TARGETS")
+	flag.StringVar(&targets, "targets", envOr("BENCH_TARGETS", "knfs-rdma,knfs-tcp,rdmafs-tcp,rdmafs-rdma"),
+		"mounts to measure (an rdmafs mount with the environment of its process changed: rdmafs-rdma@NAME=VALUE+NAME=VALUE); env BENCH_TARGETS")
 	flag.StringVar(&workloads, "workloads", envOr("BENCH_WORKLOADS", ""), "workloads to run (keys: "+rowKeys()+"), all if empty; env BENCH_WORKLOADS")
 	flag.StringVar(&profile, "profile", envOr("BENCH_PROFILE", "randread,create"), "workloads during which rdmafs's CPU is profiled (into -out); env BENCH_PROFILE")
 	flag.StringVar(&c.rdmafsOpts, "rdmafs-o", envOr("BENCH_RDMAFS_OPTS", ""), "more mount options of the rdmafs mounts; env BENCH_RDMAFS_OPTS")
@@ -161,29 +168,29 @@ func main() {
 	}
 
 	start := time.Now()
+	tgs := makeTargets(c)
 	var cols []string
-	table := map[string]map[string]result{}
-	mem := map[string]memoryUse{}
 	notes := []string{}
-	failed := false
-	for _, tg := range makeTargets(c) {
+	for _, tg := range tgs {
 		cols = append(cols, tg.name)
-		table[tg.name] = map[string]result{}
 		if tg.skip != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", tg.name, tg.skip))
-			continue
 		}
-		res, m, err := measure(c, tg)
-		table[tg.name] = res
-		if tg.rdmafs {
-			mem[tg.name] = m
-		}
-		if err != nil {
+	}
+	table, allMem, mountErrs := measureAll(c, tgs)
+	failed := false
+	mem := map[string]memoryUse{}
+	for _, tg := range tgs {
+		if err := mountErrs[tg.name]; err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %v", tg.name, err))
 			failed = true
+			continue
+		}
+		if m, ok := allMem[tg.name]; ok && tg.rdmafs {
+			mem[tg.name] = m
 		}
 		for _, r := range rows {
-			if e := res[r.key].err; e != nil {
+			if e := table[tg.name][r.key].err; e != nil {
 				notes = append(notes, fmt.Sprintf("%s %s: %v", tg.name, r.key, e))
 				failed = true
 			}
@@ -319,26 +326,43 @@ func makeTargets(c config) []target {
 			return command(2*time.Minute, nil, "mount", "-t", "nfs", "-o", opts, src, dir)
 		}
 	}
-	rdmafs := func(opts string) func(string, []string) error {
+	rdmafs := func(opts string, variant []string) func(string, []string) error {
 		if c.rdmafsOpts != "" {
 			opts += "," + c.rdmafsOpts
 		}
-		return func(dir string, env []string) error { return command(2*time.Minute, env, c.rdmafs, "-o", opts, src, dir) }
+		return func(dir string, env []string) error {
+			return command(2*time.Minute, append(env, variant...), c.rdmafs, "-o", opts, src, dir)
+		}
 	}
 	umount := func(dir string) error { return command(time.Minute, nil, "umount", dir) }
 	fuseUmount := func(dir string) error { return command(time.Minute, nil, "fusermount3", "-u", dir) }
 	var ts []target
 	for _, name := range c.targets {
 		t := target{name: name}
-		switch name {
+		// rdmafs-rdma@GOMAXPROCS=1+GODEBUG=x: the same mount with the
+		// rdmafs process's environment changed, as a column of its own
+		base, variant, hasVariant := strings.Cut(name, "@")
+		var env []string
+		if hasVariant {
+			env = strings.Split(variant, "+")
+			for _, e := range env {
+				if !strings.Contains(e, "=") {
+					fatalf("target %q: %q is not NAME=VALUE", name, e)
+				}
+			}
+			if !strings.HasPrefix(base, "rdmafs-") {
+				fatalf("target %q: only rdmafs mounts take an environment", name)
+			}
+		}
+		switch base {
 		case "knfs-rdma":
 			t.mount, t.umnt = knfs("vers=3,proto=rdma,port=20049"), umount
 		case "knfs-tcp":
 			t.mount, t.umnt = knfs("vers=3,proto=tcp"), umount
 		case "rdmafs-tcp", "rdmafs-rdma":
-			proto := strings.TrimPrefix(name, "rdmafs-")
+			proto := strings.TrimPrefix(base, "rdmafs-")
 			t.rdmafs = true
-			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3"), fuseUmount
+			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3", env), fuseUmount
 			switch {
 			case c.rdmafs == "":
 				t.skip = "rdmafs not built (" + envOr("RDMAFS_SKIP", "RDMAFS_BIN unset") + ")"

@@ -35,102 +35,174 @@ func dropCaches() {
 	os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
 }
 
-// measure mounts tg and runs every workload through it.
-func measure(c config, tg target) (res map[string]result, mem memoryUse, err error) {
-	res = map[string]result{}
-	dir, err := os.MkdirTemp("/mnt", "bench-"+tg.name+"-")
-	if err != nil {
-		return res, mem, err
-	}
-	defer os.Remove(dir)
-	fmt.Printf("=== bench-e2e: %s\n", tg.name)
-	m := newMeter(c, tg)
-	if err := tg.mount(dir, m.mountEnv()); err != nil {
-		return res, mem, err
-	}
+// mount is one column's mount of the export while the workloads run.
+type mount struct {
+	tg   target
+	dir  string // the mount point
+	work string // the run's work directory, through this mount
+	m    *meter
+	res  map[string]result
+	mem  memoryUse
+}
+
+// measureAll mounts every target and runs each workload through each
+// mount in turn, one right after the other, so that the figures of a row
+// are taken close together: the load of a shared machine moves figures
+// taken minutes apart by up to 2x. It returns each column's results and
+// rdmafs's memory, and the mounts that failed.
+func measureAll(c config, tgs []target) (map[string]map[string]result, map[string]memoryUse, map[string]error) {
+	table := map[string]map[string]result{}
+	mems := map[string]memoryUse{}
+	failed := map[string]error{}
+	var ms []*mount
 	defer func() {
-		if err := tg.umnt(dir); err != nil {
-			fmt.Fprintf(os.Stderr, "bench-e2e: unmount %s: %v\n", dir, err)
+		for i := len(ms) - 1; i >= 0; i-- {
+			mt := ms[i]
+			mems[mt.tg.name] = mt.m.detach()
+			if err := mt.tg.umnt(mt.dir); err != nil {
+				fmt.Fprintf(os.Stderr, "bench-e2e: unmount %s: %v\n", mt.dir, err)
+			}
+			os.Remove(mt.dir)
 		}
 	}()
-	if err := m.attach(dir); err != nil {
-		return res, mem, err
+	workName := fmt.Sprintf("bench-%d", os.Getpid())
+	for _, tg := range tgs {
+		table[tg.name] = map[string]result{}
+		if tg.skip != "" {
+			continue
+		}
+		mt, err := mountTarget(c, tg, workName)
+		if err != nil {
+			failed[tg.name] = err
+			continue
+		}
+		ms = append(ms, mt)
+		table[tg.name] = mt.res
 	}
-	defer func() { mem = m.detach() }()
-	work := filepath.Join(dir, fmt.Sprintf("bench-%d", os.Getpid()))
-	if err := os.Mkdir(work, 0o755); err != nil {
-		return res, mem, err
+	if len(ms) == 0 {
+		return table, mems, failed
 	}
-	defer os.RemoveAll(work)
-	run := func(key string, w func() result) {
+	// The work directory is one on the server: made and removed through
+	// the first mount, seen by all.
+	if err := os.Mkdir(ms[0].work, 0o777); err != nil {
+		for _, mt := range ms {
+			failed[mt.tg.name] = err
+		}
+		return table, mems, failed
+	}
+	defer os.RemoveAll(ms[0].work)
+
+	// each runs workload key through every mount
+	each := func(key string, w func(mt *mount) result) {
 		if !c.wants(key) {
 			return
 		}
-		r := m.run(key, w)
-		res[key] = r
-		if r.err == nil {
-			fmt.Printf("    %-22s %10.1f %s%s%s\n", tg.name+"-"+key, r.value, unitOf(key),
-				map[bool]string{true: " (buffered)"}[r.buffered], r.cost.summary())
+		for _, mt := range ms {
+			r := mt.m.run(key, func() result { return w(mt) })
+			mt.res[key] = r
+			if r.err == nil {
+				fmt.Printf("    %-22s %10.1f %s%s%s\n", mt.tg.name+"-"+key, r.value, unitOf(key),
+					map[bool]string{true: " (buffered)"}[r.buffered], r.cost.summary())
+			} else {
+				fmt.Printf("    %-22s %v\n", mt.tg.name+"-"+key, r.err)
+			}
+		}
+	}
+	failAll := func(key string, err error) {
+		if c.wants(key) {
+			for _, mt := range ms {
+				mt.res[key] = result{err: err}
+			}
 		}
 	}
 
-	// the random jobs use the first -rand-size bytes of the sequential file:
-	// no second file to lay out
-	seq := filepath.Join(work, "seq.dat")
+	// The sequential file is one for all: each mount writes it anew (the
+	// export holds one), and reads it, and the random jobs use its first
+	// -rand-size bytes.
+	seq := func(mt *mount) string { return filepath.Join(mt.work, "seq.dat") }
 	if c.wants("seqwrite") || c.wants("seqread") || c.wants("randread") || c.wants("randwrite") {
-		run("seqwrite", func() result { return fio(c, tg.name+"-seqwrite", seq, "write", "1M", 4, c.size, c.runtime, false) })
-		if !c.wants("seqwrite") {
-			// the other jobs need the file
-			fio(c, tg.name+"-layout", seq, "write", "1M", 4, c.size, c.runtime, false)
+		if c.wants("seqwrite") {
+			each("seqwrite", func(mt *mount) result {
+				os.Remove(seq(mt))
+				return fio(c, mt.tg.name+"-seqwrite", seq(mt), "write", "1M", 4, c.size, c.runtime, false)
+			})
+		} else {
+			fio(c, "layout", seq(ms[0]), "write", "1M", 4, c.size, c.runtime, false)
 		}
-		st, err := os.Stat(seq)
+		st, err := os.Stat(seq(ms[0]))
 		if err == nil && st.Size() > 0 {
-			run("seqread", func() result { return fio(c, tg.name+"-seqread", seq, "read", "1M", 4, st.Size(), c.runtime, false) })
+			each("seqread", func(mt *mount) result {
+				return fio(c, mt.tg.name+"-seqread", seq(mt), "read", "1M", 4, st.Size(), c.runtime, false)
+			})
 			rsize := min(c.randSize, st.Size()/4096*4096)
 			if rsize < c.randSize {
 				fmt.Printf("    random jobs on %d MiB only: the sequential write stopped there\n", rsize>>20)
 			}
-			run("randread", func() result { return fio(c, tg.name+"-randread", seq, "randread", "4k", 16, rsize, c.randRuntime, true) })
-			run("randwrite", func() result { return fio(c, tg.name+"-randwrite", seq, "randwrite", "4k", 16, rsize, c.randRuntime, true) })
+			each("randread", func(mt *mount) result {
+				return fio(c, mt.tg.name+"-randread", seq(mt), "randread", "4k", 16, rsize, c.randRuntime, true)
+			})
+			each("randwrite", func(mt *mount) result {
+				return fio(c, mt.tg.name+"-randwrite", seq(mt), "randwrite", "4k", 16, rsize, c.randRuntime, true)
+			})
 		} else {
 			err = fmt.Errorf("the sequential write left no file: %v", err)
 			for _, k := range []string{"seqread", "randread", "randwrite"} {
-				if c.wants(k) {
-					res[k] = result{err: err}
-				}
+				failAll(k, err)
 			}
 		}
-		os.Remove(seq)
+		os.Remove(seq(ms[0]))
 	}
 
-	run("bufwrite", func() result { return copyLikeWrite(seq, c.size, c.runtime) })
-	if c.wants("bufread") {
-		if !c.wants("bufwrite") {
-			copyLikeWrite(seq, c.size, c.runtime)
+	if c.wants("bufwrite") || c.wants("bufread") {
+		if c.wants("bufwrite") {
+			each("bufwrite", func(mt *mount) result {
+				os.Remove(seq(mt))
+				return copyLikeWrite(seq(mt), c.size, c.runtime)
+			})
+		} else {
+			copyLikeWrite(seq(ms[0]), c.size, c.runtime)
 		}
-		run("bufread", func() result { dropCaches(); return sequentialRead(seq, c.runtime) })
+		each("bufread", func(mt *mount) result { dropCaches(); return sequentialRead(seq(mt), c.runtime) })
+		os.Remove(seq(ms[0]))
 	}
-	os.Remove(seq)
 
 	if c.wants("parallel") {
-		par := filepath.Join(work, "parallel")
-		if err := os.Mkdir(par, 0o755); err != nil {
-			res["parallel"] = result{err: err}
+		par := func(mt *mount) string { return filepath.Join(mt.work, "parallel") }
+		if err := os.Mkdir(par(ms[0]), 0o755); err != nil {
+			failAll("parallel", err)
+		} else if r := fioParallel(c, "parallel", par(ms[0]), "write", "1M", 4, c.runtime+c.randRuntime, false); r.err != nil {
+			// the files are laid out first, outside the figures
+			failAll("parallel", r.err)
 		} else {
-			// the files are laid out first, outside the figure
-			if r := fioParallel(c, tg.name+"-parallel", par, "write", "1M", 4, c.runtime+c.randRuntime, false); r.err != nil {
-				res["parallel"] = r
-			} else {
-				run("parallel", func() result {
-					return fioParallel(c, tg.name+"-parallel", par, "randrw", "4k", 16, c.randRuntime, true)
-				})
-			}
-			os.RemoveAll(par)
+			each("parallel", func(mt *mount) result {
+				return fioParallel(c, "parallel", par(mt), "randrw", "4k", 16, c.randRuntime, true)
+			})
 		}
+		os.RemoveAll(par(ms[0]))
 	}
 
-	metadata(c, filepath.Join(work, "meta"), run, res)
-	return res, mem, nil
+	metadata(c, ms, each, failAll)
+	return table, mems, failed
+}
+
+// mountTarget mounts tg and starts measuring it.
+func mountTarget(c config, tg target, workName string) (*mount, error) {
+	dir, err := os.MkdirTemp("/mnt", "bench-"+tg.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("=== bench-e2e: mounting %s on %s\n", tg.name, dir)
+	mt := &mount{tg: tg, dir: dir, work: filepath.Join(dir, workName), m: newMeter(c, tg), res: map[string]result{}}
+	if err := tg.mount(dir, mt.m.mountEnv()); err != nil {
+		os.Remove(dir)
+		return nil, err
+	}
+	if err := mt.m.attach(dir); err != nil {
+		tg.umnt(dir)
+		os.Remove(dir)
+		return nil, err
+	}
+	return mt, nil
 }
 
 func unitOf(key string) string {
@@ -340,9 +412,10 @@ func sequentialRead(path string, runtime time.Duration) result {
 	return r
 }
 
-// metadata creates -files empty files, lists them with ls -l and stats
-// each (both after dropping the caches), and unlinks each.
-func metadata(c config, dir string, run func(string, func() result), res map[string]result) {
+// metadata creates -files empty files through each mount, in a directory
+// of its own, lists each directory with ls -l and stats each file (both
+// after dropping the caches), and unlinks them.
+func metadata(c config, ms []*mount, each func(string, func(*mount) result), failAll func(string, error)) {
 	keys := []string{"create", "lsl", "stat", "unlink"}
 	wanted := false
 	for _, k := range keys {
@@ -351,26 +424,15 @@ func metadata(c config, dir string, run func(string, func() result), res map[str
 	if !wanted {
 		return
 	}
-	fail := func(err error) {
-		for _, k := range keys {
-			if _, ok := res[k]; !ok && c.wants(k) {
-				res[k] = result{err: err}
-			}
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		fail(err)
-		return
-	}
-	defer os.RemoveAll(dir)
+	dir := func(mt *mount) string { return filepath.Join(mt.work, "meta-"+mt.tg.name) }
 	n := c.files
-	name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("f%06d", i)) }
-	each := func(key string, op func(string) error) func() result {
-		return func() result {
+	name := func(mt *mount, i int) string { return filepath.Join(dir(mt), fmt.Sprintf("f%06d", i)) }
+	loop := func(key string, op func(string) error) func(*mount) result {
+		return func(mt *mount) result {
 			start := time.Now()
 			for i := range n {
-				if err := op(name(i)); err != nil {
-					return result{err: fmt.Errorf("%s %s: %v", key, name(i), err)}
+				if err := op(name(mt, i)); err != nil {
+					return result{err: fmt.Errorf("%s %s: %v", key, name(mt, i), err)}
 				}
 			}
 			r := result{value: float64(n) / time.Since(start).Seconds()}
@@ -386,20 +448,51 @@ func metadata(c config, dir string, run func(string, func() result), res map[str
 		return f.Close()
 	}
 	stat := func(p string) error { _, err := os.Stat(p); return err }
-	// create runs even when not asked for: the others need the files
+	for _, mt := range ms {
+		if err := os.Mkdir(dir(mt), 0o755); err != nil {
+			for _, k := range keys {
+				failAll(k, err)
+			}
+			return
+		}
+	}
+	// the files are made even when create is not measured: the others
+	// need them
 	if c.wants("create") {
-		run("create", each("create", create))
-	} else if r := each("create", create)(); r.err != nil {
-		fail(r.err)
-		return
+		each("create", loop("create", create))
+	} else {
+		for _, mt := range ms {
+			if r := loop("create", create)(mt); r.err != nil {
+				for _, k := range keys {
+					failAll(k, r.err)
+				}
+				return
+			}
+		}
 	}
-	if r, ok := res["create"]; ok && r.err != nil {
-		fail(r.err)
-		return
+	each("lsl", func(mt *mount) result {
+		if r := mt.res["create"]; r.err != nil {
+			return r
+		}
+		dropCaches()
+		return listLong(dir(mt), n)
+	})
+	each("stat", func(mt *mount) result {
+		if r := mt.res["create"]; r.err != nil {
+			return r
+		}
+		dropCaches()
+		return loop("stat", stat)(mt)
+	})
+	each("unlink", func(mt *mount) result {
+		if r := mt.res["create"]; r.err != nil {
+			return r
+		}
+		return loop("unlink", os.Remove)(mt)
+	})
+	for _, mt := range ms {
+		os.RemoveAll(dir(mt))
 	}
-	run("lsl", func() result { dropCaches(); return listLong(dir, n) })
-	run("stat", func() result { dropCaches(); return each("stat", stat)() })
-	run("unlink", each("unlink", os.Remove))
 }
 
 // listLong runs ls -l on dir, which must list n entries, and returns the
