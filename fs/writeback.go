@@ -97,7 +97,11 @@ type writeback struct {
 	err      error // first failure of a background WRITE, for the next flush
 	commits  int   // background commits running
 
-	syncMu sync.Mutex // one sync at a time
+	// syncing holds a token while a sync runs: one at a time. It is a
+	// channel, not a mutex, so that a caller being killed stops waiting
+	// for another's sync (a close behind a close that waits for a dead
+	// server).
+	syncing chan struct{}
 }
 
 // writeback returns obj's writeback, nil if nothing was ever written.
@@ -112,7 +116,7 @@ func (f *FS) writebackFor(obj *object) *writeback {
 	obj.mu.Lock()
 	defer obj.mu.Unlock()
 	if obj.wb == nil {
-		obj.wb = &writeback{f: f, obj: obj}
+		obj.wb = &writeback{f: f, obj: obj, syncing: make(chan struct{}, 1)}
 		obj.wb.cond = sync.NewCond(&obj.wb.mu)
 	}
 	return obj.wb
@@ -345,8 +349,12 @@ func (wb *writeback) waitSent(ctx context.Context, off, end int64) error {
 // when it returns nil. It returns (and forgets) the first error of a
 // background WRITE since the last sync.
 func (wb *writeback) sync(ctx context.Context) error {
-	wb.syncMu.Lock()
-	defer wb.syncMu.Unlock()
+	select {
+	case wb.syncing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-wb.syncing }()
 	wb.mu.Lock()
 	if len(wb.extents) == 1 && wb.extents[0].state == extDirty {
 		// All there is to make durable fits in one WRITE: make it

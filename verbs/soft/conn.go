@@ -269,14 +269,15 @@ const maxSpin = 50 * time.Microsecond
 func (c *conn) Wait(ctx context.Context) error {
 	spinStart := time.Now()
 	for {
+		// A soft connection flushes everything before it marks itself
+		// ended, so once it has ended, all that is left is what is ready
+		// (or held back by a fault hook's delay). Look at the end first:
+		// the other order misses the completions pushed in between.
+		ended := c.ended()
 		ready, held := c.cq.ready()
 		if ready {
 			return nil
 		}
-		// A soft connection flushes everything as it ends, so once it
-		// has ended, all that is left is what is ready (or held back
-		// by a fault hook's delay).
-		ended := c.ended()
 		if ended && !held {
 			return c.Err()
 		}

@@ -2,8 +2,10 @@ package guest
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,6 +90,7 @@ func (m *rdmafsMount) wait(t *testing.T, limit time.Duration) error {
 	case err := <-m.exited:
 		return err
 	case <-time.After(limit):
+		t.Logf("rdmafs still running after %v:\n%s", limit, kernelStacks(m.cmd.Process.Pid))
 		m.cmd.Process.Signal(syscall.SIGQUIT)
 		select {
 		case <-m.exited:
@@ -169,4 +172,23 @@ func testRdmafs(t *testing.T, e labEnv, opts, peerProto string) {
 		}
 		unmount(t, dir, "fusermount3", "-u", dir)
 	})
+}
+
+// kernelStacks returns the state and kernel stack of each thread of
+// process pid: where a process that does not end waits in the kernel.
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		status, _ := os.ReadFile(filepath.Join(task, "status"))
+		state := ""
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if strings.HasPrefix(line, "State:") {
+				state = strings.TrimSpace(strings.TrimPrefix(line, "State:"))
+			}
+		}
+		stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+		fmt.Fprintf(&b, "thread %s: %s\n%s", filepath.Base(task), state, stack)
+	}
+	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,10 +182,14 @@ func TestRdmafsUnmountDeadServer(t *testing.T) {
 	held := filepath.Join(m.dir, fmt.Sprintf("unmount-held-%d", time.Now().UnixNano()))
 	// The writer opens its file while the server is there and writes
 	// once it is gone: the data waits in rdmafs, and the close blocks.
+	// The shell is killed first, and its close at exit waits behind
+	// head's; then head, the rest of its process group.
 	writer := exec.Command("sh", "-c", "exec 3>"+held+"; sleep 2; head -c 3000000 /dev/urandom >&3")
+	writer.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := writer.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer syscall.Kill(-writer.Process.Pid, syscall.SIGKILL)
 	time.Sleep(500 * time.Millisecond)
 	run(t, time.Minute, "rpc.nfsd", "0")
 	t.Log("knfsd stopped")
@@ -217,7 +222,8 @@ func TestRdmafsUnmountDeadServer(t *testing.T) {
 			t.Fatalf("%s did not die of SIGKILL within 30 s", c)
 		}
 	}
-	t.Log("the programs using the mount are dead")
+	syscall.Kill(-writer.Process.Pid, syscall.SIGKILL)
+	t.Log("the programs using the mount are killed")
 	start := time.Now()
 	var out []byte
 	var err error

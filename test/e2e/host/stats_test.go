@@ -90,7 +90,7 @@ func TestStatsMountstats(t *testing.T) {
 	needHost(t)
 	needMountstats(t)
 	s := startServer(t, "", 0, "no_root_squash") // the test writes as root
-	const served = 300_000 // read through the mount
+	const served = 300_000                       // read through the mount
 	if err := os.WriteFile(filepath.Join(s.dir, "served"), bytes.Repeat([]byte("r"), served), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -166,6 +167,45 @@ func TestUnmountDeadHardMount(t *testing.T) {
 		}
 	})
 
+	t.Run("writer-killed", func(t *testing.T) {
+		// A shell opens a file while the server is there, and head writes
+		// to it once the server is gone; then both are killed, the shell
+		// first. head's close waits for the dead server and the shell's
+		// close at exit waits behind it: SIGKILL must end each.
+		s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
+		mnt := s.mount(t, "hard,timeo=10,retrans=2")
+		pid := daemonOf(t, mnt)
+		w := exec.Command("sh", "-c", "exec 3>"+filepath.Join(mnt, "late")+"; sleep 2; head -c 3000000 /dev/urandom >&3")
+		w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-w.Process.Pid, syscall.SIGKILL)
+		time.Sleep(500 * time.Millisecond)
+		// Stopped, not killed: like a server that is gone from a network
+		// that does not refuse, calls time out.
+		s.cmd.Process.Signal(syscall.SIGSTOP)
+		defer s.kill()
+		time.Sleep(4 * time.Second)
+		// The shell first: its close at exit waits behind head's.
+		w.Process.Kill()
+		done := make(chan struct{})
+		go func() { w.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a shell whose close waits behind another's on the dead mount still runs 10 s after SIGKILL:\n%s", taskStacks(w.Process.Pid))
+		}
+		syscall.Kill(-w.Process.Pid, syscall.SIGKILL)
+		if left := groupAlive(w.Process.Pid, 10*time.Second); left != "" {
+			t.Fatalf("a writer waiting on the dead mount still runs 10 s after SIGKILL:\n%s", left)
+		}
+		unmountWithin(t, mnt, 10*time.Second)
+		if !waitExit(pid, grace+10*time.Second) {
+			t.Fatalf("rdmafs (pid %d) still runs %v after its mount is gone", pid, grace+10*time.Second)
+		}
+	})
+
 	t.Run("unwritten-data", func(t *testing.T) {
 		s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 		mnt := s.mount(t, "hard,timeo=10,retrans=2")
@@ -201,4 +241,42 @@ func TestUnmountDeadHardMount(t *testing.T) {
 			t.Errorf("syslog about %s: %q; want one message that %d bytes of /held were not written back", mnt, logs.find(mnt), size)
 		}
 	})
+}
+
+// groupAlive waits up to d for every process of process group pgid to
+// be gone (or a zombie) and returns the state and kernel stacks of those
+// left, "" if none.
+func groupAlive(pgid int, d time.Duration) string {
+	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
+		var left strings.Builder
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, p := range stats {
+			b, err := os.ReadFile(p)
+			i := bytes.LastIndexByte(b, ')')
+			if err != nil || i < 0 {
+				continue
+			}
+			f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
+			if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				left.WriteString(taskStacks(pid))
+			}
+		}
+		if left.Len() == 0 || time.Now().After(deadline) {
+			return left.String()
+		}
+	}
+}
+
+// taskStacks returns the state, flags and kernel stack of each thread of
+// process pid, to show where a process that does not die waits.
+func taskStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		stat, _ := os.ReadFile(filepath.Join(task, "stat"))
+		stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+		fmt.Fprintf(&b, "%s\n%s\n", stat, stack)
+	}
+	return b.String()
 }
