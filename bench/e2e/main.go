@@ -1,43 +1,68 @@
 // Command bench-e2e runs the e2e benchmark inside the e2e test system (the
-// qemu guest of `make bench-e2e`, or the Docker container): the same fio
-// workloads through every client mount of knfsd's export, one after the other
-// in one boot, and one table of the figures with ratios against the kernel
-// NFS/RDMA client.
+// qemu guest of `make bench-e2e`, or the Docker container): the same
+// workloads through every client mount of knfsd's export in one boot, and
+// tables of the figures, of what each operation cost and of rdmafs's
+// memory, with ratios against the kernel NFS/RDMA client. Every mount is
+// made first; then each workload runs through each mount in turn, so that
+// the figures of a row are taken close together (on a shared machine the
+// same figure moves by up to 2x in a few minutes).
 //
 // Mounts (columns): knfs-rdma (mount -t nfs -o vers=3,proto=rdma,port=20049),
 // knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o proto=tcp,vers=3, when
-// built) and rdmafs-rdma (proto=rdma, once rdmafs links the RDMA transport).
+// built) and rdmafs-rdma (proto=rdma, when rdmafs links the RDMA transport);
+// a column rdmafs-rdma@NAME=VALUE is an rdmafs mount whose process runs
+// with NAME=VALUE in its environment (GOMAXPROCS=1, say), to weigh a
+// setting side by side.
 //
-// Workloads (rows): sequential 1 MiB write and read of one -size file
-// (libaio, iodepth 4), 4 KiB random read and write at iodepth 16 (libaio) on
-// its first -rand-size bytes, and create, stat and unlink of -files empty files. I/O is
-// O_DIRECT where the mount accepts it; where it does not (some FUSE setups),
-// the figure is buffered, marked with "b", with an fsync at the end of writes
-// and dropped caches before reads. The sequential jobs stop after -runtime
-// even if the file is not done, the random ones run for -rand-runtime.
+// Workloads (rows, in the order they run):
+//   - fio sequential 1 MiB write and read of one -size file, O_DIRECT,
+//     libaio, iodepth 4; each stops after -runtime;
+//   - fio 4 KiB random read and write at iodepth 16, O_DIRECT, libaio, on
+//     its first -rand-size bytes, for -rand-runtime each;
+//   - the way most programs do I/O: a cp-like buffered sequential write of a
+//     new -size file in 1 MiB write(2)s with an fsync at the end, then a
+//     sequential read of it in 1 MiB read(2)s after dropping the caches
+//     (each stops after -runtime);
+//   - fio with numjobs=4 on 4 files of -rand-size/4 each, 4 KiB random
+//     reads and writes (half each), iodepth 16 per job, for -rand-runtime;
+//   - create of -files empty files; `ls -l` of their directory after
+//     dropping the caches; stat of each after dropping the caches; unlink.
+//
+// Where a mount refuses O_DIRECT (some FUSE setups) a fio job is rerun
+// buffered and its figure marked "b". Each row prints its ratio to the first
+// column and, for rdmafs-rdma, the target of issue 12 and whether the
+// figure meets it.
+//
+// Cost per operation: around each workload it reads the busy CPU time of
+// the whole guest (/proc/stat: the kernel client's and server's threads
+// count there, as do fio and this program, alike for every column) and, for
+// an rdmafs mount, the CPU time, read and write system calls and context
+// switches of the rdmafs process (/proc/PID/stat, io, task/*/status).
+// Memory: rdmafs's resident, locked and pinned memory (VmRSS, VmLck, VmPin)
+// right after the mount and at its peak under the workloads.
 //
 // It reads its setup like the e2e tests: LAB_ADDR, LAB_EXPORT, RDMAFS_BIN,
 // RDMAFS_RDMA (test/e2e/run-tests.sh --bench sets them). With -out DIR it
 // also writes the table as DIR/bench-e2e.csv and draws it as
-// DIR/bench-e2e.svg (run-tests.sh gives the checkout's bench/out).
+// DIR/bench-e2e.svg (run-tests.sh gives the checkout's bench/out), and CPU
+// profiles of rdmafs during the -profile workloads as
+// DIR/cpu-MOUNT-WORKLOAD.pprof (go tool pprof -top FILE).
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rdmafs/rdmafs/bench/chart"
+	"github.com/rdmafs/rdmafs/bench/procstat"
 )
 
 type config struct {
@@ -47,44 +72,69 @@ type config struct {
 	runtime, randRuntime time.Duration
 	files                int
 	targets              []string
+	workloads            map[string]bool // nil: all
+	profile              map[string]bool // workloads to profile rdmafs in
+	outDir               string
+	rdmafsOpts           string // more mount options of the rdmafs mounts
 }
+
+// wants reports whether workload key is to run.
+func (c *config) wants(key string) bool { return c.workloads == nil || c.workloads[key] }
 
 // target is one client mount of the export.
 type target struct {
-	name  string
-	mount func(dir string) error
-	umnt  func(dir string) error
-	skip  string // why this column has no figures
+	name   string
+	rdmafs bool // an rdmafs mount: a process to measure and profile
+	mount  func(dir string, env []string) error
+	umnt   func(dir string) error
+	skip   string // why this column has no figures
 }
 
-// result is one figure: a value in unit, or the error that prevented it.
+// result is one figure: a value in unit, or the error that prevented it,
+// and what its operations cost.
 type result struct {
 	value    float64
 	buffered bool
 	err      error
+	cost     cost
 }
 
-// workloads, in table order
-var rows = []struct{ key, label, unit string }{
-	{"seqwrite", "seq write 1M", "MiB/s"},
-	{"seqread", "seq read 1M", "MiB/s"},
-	{"randread", "rand read 4k qd16", "IOPS"},
-	{"randwrite", "rand write 4k qd16", "IOPS"},
-	{"create", "create empty files", "ops/s"},
-	{"stat", "stat (cold cache)", "ops/s"},
-	{"unlink", "unlink", "ops/s"},
+// rows are the workloads, in table order, each with the ratio
+// rdmafs-rdma/knfs-rdma that issue 12 sets as its target.
+var rows = []struct {
+	key, label, unit string
+	target           float64
+}{
+	{"seqwrite", "seq write 1M direct", "MiB/s", 1.0},
+	{"seqread", "seq read 1M direct", "MiB/s", 1.0},
+	{"bufwrite", "cp-like write 1M + fsync", "MiB/s", 1.0},
+	{"bufread", "seq read 1M cold cache", "MiB/s", 1.0},
+	{"randread", "rand read 4k qd16", "IOPS", 0.5},
+	{"randwrite", "rand write 4k qd16", "IOPS", 0.5},
+	{"parallel", "fio numjobs=4 4 files", "IOPS", 0.5},
+	{"create", "create empty files", "ops/s", 0.5},
+	{"lsl", "ls -l cold", "entries/s", 0.5},
+	{"stat", "stat (cold cache)", "ops/s", 0.5},
+	{"unlink", "unlink", "ops/s", 0.5},
 }
+
+// targetColumn is the column whose ratio the targets are for.
+const targetColumn = "rdmafs-rdma"
 
 func main() {
 	var c config
-	var size, randSize, targets, outDir string
+	var size, randSize, targets, workloads, profile string
 	flag.StringVar(&size, "size", envOr("BENCH_SIZE", "1g"), "size of the sequential file (k, m, g suffixes); env BENCH_SIZE")
-	flag.StringVar(&randSize, "rand-size", envOr("BENCH_RAND_SIZE", "256m"), "bytes of the sequential file that the random jobs use; env BENCH_RAND_SIZE")
+	flag.StringVar(&randSize, "rand-size", envOr("BENCH_RAND_SIZE", "256m"), "bytes of the sequential file that the random jobs use, and of the parallel job's 4 files together; env BENCH_RAND_SIZE")
 	flag.DurationVar(&c.runtime, "runtime", durEnv("BENCH_RUNTIME", 60*time.Second), "time limit of each sequential job; env BENCH_RUNTIME")
 	flag.DurationVar(&c.randRuntime, "rand-runtime", durEnv("BENCH_RAND_RUNTIME", 20*time.Second), "duration of each random job; env BENCH_RAND_RUNTIME")
 	flag.IntVar(&c.files, "files", intEnv("BENCH_FILES", 2000), "files of the metadata workload; env BENCH_FILES")
-	flag.StringVar(&targets, "targets", envOr("BENCH_TARGETS", "knfs-rdma,knfs-tcp,rdmafs-tcp,rdmafs-rdma"), "mounts to measure; env BENCH_TARGETS")
-	flag.StringVar(&outDir, "out", envOr("BENCH_OUT", ""), "directory for bench-e2e.csv and bench-e2e.svg; none if empty; env BENCH_OUT")
+	flag.StringVar(&targets, "targets", envOr("BENCH_TARGETS", "knfs-rdma,knfs-tcp,rdmafs-tcp,rdmafs-rdma"),
+		"mounts to measure (an rdmafs mount with the environment of its process changed: rdmafs-rdma@NAME=VALUE+NAME=VALUE); env BENCH_TARGETS")
+	flag.StringVar(&workloads, "workloads", envOr("BENCH_WORKLOADS", ""), "workloads to run (keys: "+rowKeys()+"), all if empty; env BENCH_WORKLOADS")
+	flag.StringVar(&profile, "profile", envOr("BENCH_PROFILE", "randread,create"), "workloads during which rdmafs's CPU is profiled (into -out); env BENCH_PROFILE")
+	flag.StringVar(&c.rdmafsOpts, "rdmafs-o", envOr("BENCH_RDMAFS_OPTS", ""), "more mount options of the rdmafs mounts; env BENCH_RDMAFS_OPTS")
+	flag.StringVar(&c.outDir, "out", envOr("BENCH_OUT", ""), "directory for bench-e2e.csv, bench-e2e.svg and the profiles; none if empty; env BENCH_OUT")
 	flag.Parse()
 	var err error
 	if c.size, err = parseSize(size); err != nil {
@@ -92,6 +142,12 @@ func main() {
 	}
 	if c.randSize, err = parseSize(randSize); err != nil {
 		fatalf("-rand-size: %v", err)
+	}
+	if c.workloads, err = keySet(workloads); err != nil {
+		fatalf("-workloads: %v", err)
+	}
+	if c.profile, err = keySet(profile); err != nil {
+		fatalf("-profile: %v", err)
 	}
 	c.targets = strings.Split(targets, ",")
 	c.addr, c.export = os.Getenv("LAB_ADDR"), os.Getenv("LAB_EXPORT")
@@ -105,34 +161,44 @@ func main() {
 	if err := checkSpace(c); err != nil {
 		fatalf("%v", err)
 	}
+	if c.outDir != "" {
+		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
+			fatalf("%v", err)
+		}
+	}
 
+	start := time.Now()
+	tgs := makeTargets(c)
 	var cols []string
-	table := map[string]map[string]result{}
 	notes := []string{}
-	failed := false
-	for _, tg := range makeTargets(c) {
+	for _, tg := range tgs {
 		cols = append(cols, tg.name)
-		table[tg.name] = map[string]result{}
 		if tg.skip != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", tg.name, tg.skip))
-			continue
 		}
-		res, err := measure(c, tg)
-		table[tg.name] = res
-		if err != nil {
+	}
+	table, allMem, mountErrs := measureAll(c, tgs)
+	failed := false
+	mem := map[string]memoryUse{}
+	for _, tg := range tgs {
+		if err := mountErrs[tg.name]; err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %v", tg.name, err))
 			failed = true
+			continue
+		}
+		if m, ok := allMem[tg.name]; ok && tg.rdmafs {
+			mem[tg.name] = m
 		}
 		for _, r := range rows {
-			if e := res[r.key].err; e != nil {
+			if e := table[tg.name][r.key].err; e != nil {
 				notes = append(notes, fmt.Sprintf("%s %s: %v", tg.name, r.key, e))
 				failed = true
 			}
 		}
 	}
 	fmt.Println()
-	fmt.Printf("=== bench-e2e: %s file %s, random %s for %v, %d files; server %s:%s\n",
-		"sequential", size, randSize, c.randRuntime, c.files, c.addr, c.export)
+	fmt.Printf("=== bench-e2e %s: sequential file %s, random %s for %v, %d files; server %s:%s; %v\n",
+		time.Now().Format("2006-01-02 15:04"), size, randSize, c.randRuntime, c.files, c.addr, c.export, time.Since(start).Round(time.Second))
 	printTable(os.Stdout, cols, table)
 	for _, col := range table {
 		if anyBuffered(col) {
@@ -140,12 +206,20 @@ func main() {
 			break
 		}
 	}
+	fmt.Println()
+	fmt.Println("=== cost per operation: CPU µs of the whole guest; of an rdmafs mount also its own CPU µs, read/write system calls and context switches")
+	printCostTable(os.Stdout, cols, table)
+	if len(mem) > 0 {
+		fmt.Println()
+		fmt.Println("=== memory of each rdmafs mount (MiB): idle right after the mount, and the peak under the workloads")
+		printMemoryTable(os.Stdout, cols, mem)
+	}
 	for _, n := range notes {
 		fmt.Println("note:", n)
 	}
-	if outDir != "" {
+	if c.outDir != "" {
 		title := fmt.Sprintf("bench-e2e: %s file, knfsd export on tmpfs, %s", size, time.Now().Format("2006-01-02"))
-		csvPath, svgPath, err := chart.WriteFiles(outDir, "bench-e2e", chartTable(title, cols, table, notes))
+		csvPath, svgPath, err := chart.WriteFiles(c.outDir, "bench-e2e", chartTable(title, cols, table, notes))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-e2e:", err)
 			failed = true
@@ -184,6 +258,34 @@ func intEnv(k string, def int) int {
 	return def
 }
 
+func rowKeys() string {
+	var keys []string
+	for _, r := range rows {
+		keys = append(keys, r.key)
+	}
+	return strings.Join(keys, ",")
+}
+
+// keySet parses a comma-separated list of workload keys; nil for "".
+func keySet(s string) (map[string]bool, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	m := map[string]bool{}
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		known := false
+		for _, r := range rows {
+			known = known || r.key == k
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown workload %q (known: %s)", k, rowKeys())
+		}
+		m[k] = true
+	}
+	return m, nil
+}
+
 // parseSize parses 512, 64k, 256m, 1g (powers of 1024).
 func parseSize(s string) (int64, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
@@ -219,30 +321,53 @@ func checkSpace(c config) error {
 
 func makeTargets(c config) []target {
 	src := c.addr + ":" + c.export
-	knfs := func(opts string) func(string) error {
-		return func(dir string) error { return command(2*time.Minute, "mount", "-t", "nfs", "-o", opts, src, dir) }
+	knfs := func(opts string) func(string, []string) error {
+		return func(dir string, _ []string) error {
+			return command(2*time.Minute, nil, "mount", "-t", "nfs", "-o", opts, src, dir)
+		}
 	}
-	rdmafs := func(opts string) func(string) error {
-		return func(dir string) error { return command(2*time.Minute, c.rdmafs, "-o", opts, src, dir) }
+	rdmafs := func(opts string, variant []string) func(string, []string) error {
+		if c.rdmafsOpts != "" {
+			opts += "," + c.rdmafsOpts
+		}
+		return func(dir string, env []string) error {
+			return command(2*time.Minute, append(env, variant...), c.rdmafs, "-o", opts, src, dir)
+		}
 	}
-	umount := func(dir string) error { return command(time.Minute, "umount", dir) }
-	fuseUmount := func(dir string) error { return command(time.Minute, "fusermount3", "-u", dir) }
+	umount := func(dir string) error { return command(time.Minute, nil, "umount", dir) }
+	fuseUmount := func(dir string) error { return command(time.Minute, nil, "fusermount3", "-u", dir) }
 	var ts []target
 	for _, name := range c.targets {
 		t := target{name: name}
-		switch name {
+		// rdmafs-rdma@GOMAXPROCS=1+GODEBUG=x: the same mount with the
+		// rdmafs process's environment changed, as a column of its own
+		base, variant, hasVariant := strings.Cut(name, "@")
+		var env []string
+		if hasVariant {
+			env = strings.Split(variant, "+")
+			for _, e := range env {
+				if !strings.Contains(e, "=") {
+					fatalf("target %q: %q is not NAME=VALUE", name, e)
+				}
+			}
+			if !strings.HasPrefix(base, "rdmafs-") {
+				fatalf("target %q: only rdmafs mounts take an environment", name)
+			}
+		}
+		switch base {
 		case "knfs-rdma":
 			t.mount, t.umnt = knfs("vers=3,proto=rdma,port=20049"), umount
 		case "knfs-tcp":
 			t.mount, t.umnt = knfs("vers=3,proto=tcp"), umount
 		case "rdmafs-tcp", "rdmafs-rdma":
-			proto := strings.TrimPrefix(name, "rdmafs-")
-			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3"), fuseUmount
+			proto := strings.TrimPrefix(base, "rdmafs-")
+			t.rdmafs = true
+			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3", env), fuseUmount
 			switch {
 			case c.rdmafs == "":
 				t.skip = "rdmafs not built (" + envOr("RDMAFS_SKIP", "RDMAFS_BIN unset") + ")"
 			case proto == "rdma" && !c.rdmafsRDMA:
-				t.skip = "RDMA transport (xprtrdma) not built yet: issue 5"
+				t.skip = "rdmafs does not link the RDMA transport (xprtrdma)"
 			}
 		default:
 			fatalf("unknown target %q", name)
@@ -252,238 +377,18 @@ func makeTargets(c config) []target {
 	return ts
 }
 
-func command(timeout time.Duration, name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-func dropCaches() {
-	syscall.Sync()
-	os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
-}
-
-// measure mounts tg and runs every workload through it.
-func measure(c config, tg target) (map[string]result, error) {
-	res := map[string]result{}
-	dir, err := os.MkdirTemp("/mnt", "bench-"+tg.name+"-")
-	if err != nil {
-		return res, err
-	}
-	defer os.Remove(dir)
-	fmt.Printf("=== bench-e2e: %s\n", tg.name)
-	if err := tg.mount(dir); err != nil {
-		return res, err
-	}
-	defer func() {
-		if err := tg.umnt(dir); err != nil {
-			fmt.Fprintf(os.Stderr, "bench-e2e: unmount %s: %v\n", dir, err)
-		}
-	}()
-	work := filepath.Join(dir, fmt.Sprintf("bench-%d", os.Getpid()))
-	if err := os.Mkdir(work, 0o755); err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(work)
-
-	// the random jobs use the first -rand-size bytes of the sequential file:
-	// no second file to lay out
-	seq := filepath.Join(work, "seq.dat")
-	res["seqwrite"] = fio(c, tg.name+"-seqwrite", seq, "write", "1M", 4, c.size, c.runtime, false)
-	st, err := os.Stat(seq)
-	if err == nil && st.Size() > 0 {
-		res["seqread"] = fio(c, tg.name+"-seqread", seq, "read", "1M", 4, st.Size(), c.runtime, false)
-		rsize := min(c.randSize, st.Size()/4096*4096)
-		if rsize < c.randSize {
-			fmt.Printf("    random jobs on %d MiB only: the sequential write stopped there\n", rsize>>20)
-		}
-		res["randread"] = fio(c, tg.name+"-randread", seq, "randread", "4k", 16, rsize, c.randRuntime, true)
-		res["randwrite"] = fio(c, tg.name+"-randwrite", seq, "randwrite", "4k", 16, rsize, c.randRuntime, true)
-	} else {
-		err = fmt.Errorf("the sequential write left no file: %v", err)
-		for _, k := range []string{"seqread", "randread", "randwrite"} {
-			res[k] = result{err: err}
-		}
-	}
-	os.Remove(seq)
-	for k, v := range metadata(tg.name, filepath.Join(work, "meta"), c.files) {
-		res[k] = v
-	}
-	return res, nil
-}
-
-// fio runs one job, O_DIRECT first and buffered if the mount refuses O_DIRECT.
-func fio(c config, name, file, rw, bs string, depth int, size int64, runtime time.Duration, timeBased bool) result {
-	r := fioRun(name, file, rw, bs, depth, size, runtime, timeBased, true)
-	if r.err != nil && errors.Is(r.err, errDirect) {
-		r = fioRun(name, file, rw, bs, depth, size, runtime, timeBased, false)
-		r.buffered = true
-	}
-	if r.err == nil {
-		fmt.Printf("    %-22s %10.1f %s%s\n", name, r.value, unitOf(rw), map[bool]string{true: " (buffered)"}[r.buffered])
-	}
-	return r
-}
-
-var errDirect = errors.New("O_DIRECT refused")
-
-// jobSlack is how much longer than its runtime a fio job may take (laying out
-// its file, the final fsync) before it is killed and its figure is an error.
-var jobSlack = durEnv("BENCH_JOB_SLACK", 4*time.Minute)
-
-func unitOf(rw string) string {
-	if strings.HasPrefix(rw, "rand") {
-		return "IOPS"
-	}
-	return "MiB/s"
-}
-
-func fioRun(name, file, rw, bs string, depth int, size int64, runtime time.Duration, timeBased, direct bool) result {
-	args := []string{"--output-format=json", "--name=" + name, "--filename=" + file,
-		"--rw=" + rw, "--bs=" + bs, "--ioengine=libaio", "--iodepth=" + strconv.Itoa(depth),
-		"--size=" + strconv.FormatInt(size, 10), "--runtime=" + strconv.Itoa(int(runtime.Seconds())),
-		"--direct=" + map[bool]string{true: "1", false: "0"}[direct], "--randrepeat=0", "--norandommap=1"}
-	if timeBased {
-		args = append(args, "--time_based=1")
-	}
-	if strings.Contains(rw, "write") {
-		args = append(args, "--end_fsync=1")
-	} else {
-		dropCaches()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), runtime+jobSlack)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "fio", args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if ctx.Err() != nil {
-		return result{err: fmt.Errorf("fio %s: killed after %v (runtime %v + BENCH_JOB_SLACK %v)", name, runtime+jobSlack, runtime, jobSlack)}
-	}
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String() + " " + string(out))
-		if direct && strings.Contains(msg, "Invalid argument") {
-			return result{err: errDirect}
-		}
-		return result{err: fmt.Errorf("fio %s: %v: %s", name, err, clip(msg, 500))}
-	}
-	v, err := parseFio(out, rw)
-	return result{value: v, err: err}
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}
-
-type fioJSON struct {
-	Jobs []struct {
-		Jobname string  `json:"jobname"`
-		Error   int     `json:"error"`
-		Read    fioStat `json:"read"`
-		Write   fioStat `json:"write"`
-	} `json:"jobs"`
-}
-
-type fioStat struct {
-	IOBytes int64   `json:"io_bytes"`
-	BWBytes float64 `json:"bw_bytes"`
-	IOPS    float64 `json:"iops"`
-}
-
-// parseFio returns MiB/s (sequential) or IOPS (random) of fio's JSON output,
-// which may follow lines of warnings.
-func parseFio(out []byte, rw string) (float64, error) {
-	i := strings.IndexByte(string(out), '{')
-	if i < 0 {
-		return 0, fmt.Errorf("no JSON in fio's output: %s", clip(string(out), 300))
-	}
-	var j fioJSON
-	if err := json.Unmarshal(out[i:], &j); err != nil {
-		return 0, fmt.Errorf("fio JSON: %v", err)
-	}
-	if len(j.Jobs) != 1 {
-		return 0, fmt.Errorf("fio JSON: %d jobs, want 1", len(j.Jobs))
-	}
-	job := j.Jobs[0]
-	if job.Error != 0 {
-		return 0, fmt.Errorf("fio job %s: error %d", job.Jobname, job.Error)
-	}
-	s := job.Read
-	if strings.Contains(rw, "write") {
-		s = job.Write
-	}
-	if s.IOBytes == 0 {
-		return 0, fmt.Errorf("fio job %s moved no data", job.Jobname)
-	}
-	if strings.HasPrefix(rw, "rand") {
-		return s.IOPS, nil
-	}
-	return s.BWBytes / (1 << 20), nil
-}
-
-// metadata creates n empty files, stats each and unlinks each, and returns
-// the rate of each phase.
-func metadata(label, dir string, n int) map[string]result {
-	res := map[string]result{}
-	fail := func(err error) map[string]result {
-		for _, k := range []string{"create", "stat", "unlink"} {
-			if _, ok := res[k]; !ok {
-				res[k] = result{err: err}
-			}
-		}
-		return res
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fail(err)
-	}
-	name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("f%06d", i)) }
-	phase := func(key string, op func(string) error) error {
-		start := time.Now()
-		for i := range n {
-			if err := op(name(i)); err != nil {
-				return fmt.Errorf("%s %s: %v", key, name(i), err)
-			}
-		}
-		res[key] = result{value: float64(n) / time.Since(start).Seconds()}
-		fmt.Printf("    %-22s %10.1f ops/s\n", label+"-"+key, res[key].value)
-		return nil
-	}
-	create := func(p string) error {
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	}
-	stat := func(p string) error { _, err := os.Stat(p); return err }
-	if err := phase("create", create); err != nil {
-		return fail(err)
-	}
-	dropCaches() // stat must ask the server, not the dentry/attribute cache
-	if err := phase("stat", stat); err != nil {
-		return fail(err)
-	}
-	if err := phase("unlink", os.Remove); err != nil {
-		return fail(err)
-	}
-	os.Remove(dir)
-	return res
-}
-
 // printTable prints one row per workload: each column's figure, then each
-// column's ratio to the first column (the kernel NFS/RDMA client).
+// column's ratio to the first column (the kernel NFS/RDMA client), then
+// the target of the rdmafs-rdma ratio and whether it is met.
 func printTable(w io.Writer, cols []string, table map[string]map[string]result) {
 	head := []string{"workload", "unit"}
 	head = append(head, cols...)
 	for _, c := range cols[min(1, len(cols)):] {
 		head = append(head, c+"/"+cols[0])
+	}
+	hasTarget := len(cols) > 1 && contains(cols[1:], targetColumn)
+	if hasTarget {
+		head = append(head, "target", "met")
 	}
 	lines := [][]string{head}
 	for _, r := range rows {
@@ -495,24 +400,43 @@ func printTable(w io.Writer, cols []string, table map[string]map[string]result) 
 		for _, c := range cols[min(1, len(cols)):] {
 			line = append(line, ratio(table[c][r.key], base))
 		}
+		if hasTarget {
+			line = append(line, fmt.Sprintf(">=%.1f", r.target), met(table[targetColumn][r.key], base, r.target))
+		}
 		lines = append(lines, line)
 	}
-	width := make([]int, len(head))
+	writeAligned(w, lines)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// writeAligned prints lines as columns: the first left-aligned, the others
+// right-aligned.
+func writeAligned(w io.Writer, lines [][]string) {
+	width := map[int]int{}
 	for _, l := range lines {
 		for i, f := range l {
-			width[i] = max(width[i], len(f))
+			width[i] = max(width[i], len([]rune(f)))
 		}
 	}
 	for _, l := range lines {
 		var b strings.Builder
 		for i, f := range l {
+			pad := strings.Repeat(" ", width[i]-len([]rune(f)))
 			if i == 0 {
-				fmt.Fprintf(&b, "%-*s", width[i], f) // labels left, figures right
+				b.WriteString(f + pad) // labels left, figures right
 			} else {
-				fmt.Fprintf(&b, "  %*s", width[i], f)
+				b.WriteString("  " + pad + f)
 			}
 		}
-		fmt.Fprintln(w, b.String())
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 }
 
@@ -575,4 +499,23 @@ func ratio(r, base result) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", r.value/base.value)
+}
+
+// met says whether r is at least target times base: yes, no, or - when
+// either figure is missing.
+func met(r, base result, target float64) string {
+	if r.err != nil || base.err != nil || r.value == 0 || base.value == 0 {
+		return "-"
+	}
+	// as the ratio is printed, to two places
+	if math.Round(100*r.value/base.value) >= math.Round(100*target) {
+		return "yes"
+	}
+	return "no"
+}
+
+// memoryUse is an rdmafs mount's memory, idle and at its peak.
+type memoryUse struct {
+	idle, peak procstat.Memory
+	err        error
 }

@@ -5,6 +5,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rdmafs/rdmafs/bench/procstat"
 )
 
 // trimmed from fio 3.33 --output-format=json, after a warning line
@@ -15,29 +18,34 @@ const fioOut = `fio: some warning
     {
       "jobname" : "knfs-tcp-seqwrite",
       "error" : 0,
-      "read" : {"io_bytes" : 0, "bw_bytes" : 0, "iops" : 0.0},
-      "write" : {"io_bytes" : 1073741824, "bw_bytes" : 52428800, "iops" : 50.0}
+      "read" : {"io_bytes" : 4096, "bw_bytes" : 4096, "iops" : 1.0, "total_ios" : 1},
+      "write" : {"io_bytes" : 1073741824, "bw_bytes" : 52428800, "iops" : 50.0, "total_ios" : 1024}
     }
   ]
 }`
 
 func TestParseFio(t *testing.T) {
-	v, err := parseFio([]byte(fioOut), "write")
-	if err != nil || v != 50 {
-		t.Errorf("write: %v, %v; want 50 MiB/s", v, err)
+	v, ops, err := parseFio([]byte(fioOut), "write")
+	if err != nil || v != 50 || ops != 1024 {
+		t.Errorf("write: %v, %d, %v; want 50 MiB/s, 1024 I/Os", v, ops, err)
 	}
-	v, err = parseFio([]byte(fioOut), "randwrite")
+	v, _, err = parseFio([]byte(fioOut), "randwrite")
 	if err != nil || v != 50 {
 		t.Errorf("randwrite: %v, %v; want 50 IOPS", v, err)
 	}
-	if _, err := parseFio([]byte(fioOut), "read"); err == nil {
+	v, ops, err = parseFio([]byte(fioOut), "randrw")
+	if err != nil || v != 51 || ops != 1025 {
+		t.Errorf("randrw: %v, %d, %v; want 51 IOPS, 1025 I/Os (read and write together)", v, ops, err)
+	}
+	noRead := strings.Replace(fioOut, `"io_bytes" : 4096`, `"io_bytes" : 0`, 1)
+	if _, _, err := parseFio([]byte(noRead), "read"); err == nil {
 		t.Errorf("read of a write job: no error, want 'moved no data'")
 	}
-	if _, err := parseFio([]byte("fio: error"), "read"); err == nil {
+	if _, _, err := parseFio([]byte("fio: error"), "read"); err == nil {
 		t.Errorf("no JSON: no error")
 	}
 	bad := strings.Replace(fioOut, `"error" : 0`, `"error" : 5`, 1)
-	if _, err := parseFio([]byte(bad), "write"); err == nil {
+	if _, _, err := parseFio([]byte(bad), "write"); err == nil {
 		t.Errorf("job error 5: no error")
 	}
 }
@@ -80,8 +88,94 @@ func TestPrintTable(t *testing.T) {
 	if got := strings.Join(seq[len(seq)-6:], " "); got != "40.0 60.0 20.0 b 1.50 0.50" {
 		t.Errorf("seq write row ends %q", got)
 	}
-	if !strings.Contains(lines[5], "error") {
-		t.Errorf("create row %q does not show the error", lines[5])
+	if create := lines[1+rowIndex(t, "create")]; !strings.Contains(create, "error") {
+		t.Errorf("create row %q does not show the error", create)
+	}
+	if strings.Contains(lines[0], "target") {
+		t.Errorf("header %q: a target column without the rdmafs-rdma column", lines[0])
+	}
+}
+
+func rowIndex(t *testing.T, key string) int {
+	for i, r := range rows {
+		if r.key == key {
+			return i
+		}
+	}
+	t.Fatalf("no row %q", key)
+	return 0
+}
+
+// TestPrintTableTargets: the rdmafs-rdma ratio of each row is held against
+// its target, as the ratio is printed.
+func TestPrintTableTargets(t *testing.T) {
+	cols := []string{"knfs-rdma", "rdmafs-tcp", "rdmafs-rdma"}
+	table := map[string]map[string]result{
+		"knfs-rdma":   {"seqwrite": {value: 40}, "seqread": {value: 40}, "create": {value: 100}, "stat": {value: 100}},
+		"rdmafs-tcp":  {"seqwrite": {value: 80}, "seqread": {value: 80}, "create": {value: 100}},
+		"rdmafs-rdma": {"seqwrite": {value: 39.7}, "seqread": {value: 40}, "create": {value: 49.96}, "stat": {value: 49}},
+	}
+	var b strings.Builder
+	printTable(&b, cols, table)
+	t.Log("\n" + b.String())
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if h := strings.Fields(lines[0]); h[len(h)-2] != "target" || h[len(h)-1] != "met" {
+		t.Fatalf("header %q does not end with target and met", lines[0])
+	}
+	for key, want := range map[string]string{
+		"seqwrite": ">=1.0 no", "seqread": ">=1.0 yes", // 0.9925 prints as 0.99
+		"create": ">=0.5 yes", // 0.4996 prints as 0.50
+		"stat":   ">=0.5 no", "unlink": ">=0.5 -",
+	} {
+		f := strings.Fields(lines[1+rowIndex(t, key)])
+		if got := strings.Join(f[len(f)-2:], " "); got != want {
+			t.Errorf("%s row %q ends %q, want %q", key, lines[1+rowIndex(t, key)], got, want)
+		}
+	}
+}
+
+func TestCostTable(t *testing.T) {
+	cols := []string{"knfs-rdma", "rdmafs-rdma"}
+	proc := procstat.Process{CPU: 3 * time.Second, Syscalls: 5000, CtxSw: 2500}
+	table := map[string]map[string]result{
+		"knfs-rdma":   {"create": {value: 100, cost: cost{ops: 1000, machine: 2 * time.Second}}},
+		"rdmafs-rdma": {"create": {value: 50, cost: cost{ops: 1000, machine: 4 * time.Second, proc: &proc}}},
+	}
+	var b strings.Builder
+	printCostTable(&b, cols, table)
+	t.Log("\n" + b.String())
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	for _, want := range []string{"knfs-rdma guest µs", "rdmafs-rdma guest µs", "rdmafs-rdma µs", "syscalls", "ctxsw"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("header %q lacks %q", lines[0], want)
+		}
+	}
+	f := strings.Fields(lines[1+rowIndex(t, "create")])
+	if got := strings.Join(f[len(f)-5:], " "); got != "2000 4000 3000 5.0 2.5" {
+		t.Errorf("create row ends %q, want 2000 4000 3000 5.0 2.5", got)
+	}
+	f = strings.Fields(lines[1+rowIndex(t, "unlink")])
+	if got := strings.Join(f[len(f)-5:], " "); got != "- - - - -" {
+		t.Errorf("unlink row ends %q: not measured, want dashes", got)
+	}
+}
+
+func TestMemoryTable(t *testing.T) {
+	mem := map[string]memoryUse{"rdmafs-rdma": {
+		idle: procstat.Memory{RSS: 40 << 20, Pinned: 128 << 20},
+		peak: procstat.Memory{RSS: 300 << 20, Pinned: 128 << 20, Locked: 1 << 20},
+	}}
+	var b strings.Builder
+	printMemoryTable(&b, []string{"knfs-rdma", "rdmafs-rdma"}, mem)
+	t.Log("\n" + b.String())
+	out := b.String()
+	for _, want := range []string{"idle pinned (VmPin)  128.0", "peak resident  300.0", "peak locked  1.0"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("memory table lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "knfs-rdma") {
+		t.Errorf("memory table has a column for the kernel client")
 	}
 }
 
@@ -95,7 +189,7 @@ func TestChartTable(t *testing.T) {
 	if len(ct.Rows) != len(rows) || ct.Rows[0].Values[0] != 40 || ct.Rows[0].Values[1] != 20 || ct.Rows[0].Marks[1] != "b" {
 		t.Errorf("seq write row %+v", ct.Rows[0])
 	}
-	if create := ct.Rows[4]; !math.IsNaN(create.Values[0]) || create.Values[1] != 7 {
+	if create := ct.Rows[rowIndex(t, "create")]; !math.IsNaN(create.Values[0]) || create.Values[1] != 7 {
 		t.Errorf("create row %+v: the failed figure must be missing", create)
 	}
 	if !math.IsNaN(ct.Rows[1].Values[0]) {

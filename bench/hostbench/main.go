@@ -1,19 +1,24 @@
-// Command hostbench is the TCP benchmark of rdmafs on one machine. It
-// serves a tmpfs directory with `rdmafs serve` and runs the same workloads,
-// in one go, through
+// Command hostbench is the benchmark of rdmafs on one machine. It serves a
+// tmpfs directory with `rdmafs serve` (over TCP and over the pure-Go soft
+// RDMA provider) and runs the same workloads, in one go, through
 //
-//   - rdmafs: an rdmafs mount of that export over TCP;
+//   - rdmafs-tcp: an rdmafs mount of that export over TCP;
+//   - rdmafs-soft: an rdmafs mount over RPC-over-RDMA on the soft verbs
+//     provider (RDMA emulated over a TCP socket);
 //   - libnfs: libnfs's nfs-cp against the same export (the sequential rows:
 //     it is the client a user would otherwise pick, and it has no tool for
 //     the others);
 //   - loopback: a go-fuse loopback mount of the exported directory, the
 //     FUSE ceiling (same kernel path, no network and no NFS).
 //
-// It prints one table with each figure and the ratios rdmafs/libnfs and
-// rdmafs/loopback, and the CPU time the rdmafs client and server spent per
-// workload, which says where the time goes. Machines are shared and noisy:
-// compare the ratios, which are measured in the same run. It also writes
-// the table as -out/hostbench.csv and draws it as -out/hostbench.svg.
+// It prints one table with each figure, the ratios of each rdmafs mount to
+// the loopback and to libnfs, and whether the sequential rows meet issue
+// 12's targets (at least 0.8 of the loopback, ahead of libnfs); then what
+// each operation cost the rdmafs client (CPU µs, read and write system
+// calls, context switches) and the server (CPU µs). Machines are shared and
+// noisy: compare the ratios, which are measured in the same run. It also
+// writes the table as -out/hostbench.csv and draws it as
+// -out/hostbench.svg.
 //
 // Run as root: go run ./bench/hostbench (make bench). It needs fio,
 // libnfs-utils and fuse3.
@@ -35,6 +40,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/bench/chart"
+	"github.com/rdmafs/rdmafs/bench/procstat"
 )
 
 var (
@@ -43,19 +49,40 @@ var (
 	randSecs  = flag.Int("randsecs", 15, "seconds of the random-read workload")
 	keep      = flag.Bool("keep", false, "keep the work directory")
 	workDir   = flag.String("dir", "", "work directory (default: a new one in /tmp)")
-	profile   = flag.Bool("profile", false, "write CPU profiles of the rdmafs client and server into the work directory")
+	profile   = flag.Bool("profile", false, "write CPU profiles of the rdmafs clients and server into the work directory")
 	mountOpts = flag.String("o", "", "extra rdmafs mount options")
 	outDir    = flag.String("out", "bench/out", "directory for hostbench.csv and hostbench.svg")
 )
 
+// client is one rdmafs mount of the export.
+type client struct {
+	name, mnt string
+}
+
 type bench struct {
 	dir, bin, export string
-	port             int
+	port, rdmaPort   int
 	serve            *exec.Cmd
-	rdmafsMnt        string
+	clients          []client // rdmafs-tcp, rdmafs-soft
 	loopMnt          string
 	loop             *exec.Cmd
 	srcFile          string // a local file of the sequential size, for nfs-cp
+}
+
+// use is what one client's run of a workload cost.
+type use struct {
+	ops    int64
+	client procstat.Process
+	server procstat.Process
+	err    error
+}
+
+type row struct {
+	name, unit string
+	seq        bool      // a sequential row, with targets
+	rdmafs     []float64 // per client
+	cost       []use     // per client
+	libnfs, lo float64
 }
 
 func main() {
@@ -75,35 +102,44 @@ func main() {
 	defer b.cleanup()
 	b.setup()
 
-	type row struct {
-		name, unit         string
-		rdmafs, libnfs, lo float64
-		cpuClient, cpuSrv  float64
-	}
 	var rows []row
 	seq := int64(*sizeMiB) << 20
 
-	measure := func(name, unit string, run func(mnt string) float64, libnfs func() float64) {
-		r := row{name: name, unit: unit}
-		c0, s0 := cpuTime(b.clientPid()), cpuTime(b.serve.Process.Pid)
-		r.rdmafs = run(b.rdmafsMnt)
-		r.cpuClient, r.cpuSrv = cpuTime(b.clientPid())-c0, cpuTime(b.serve.Process.Pid)-s0
-		r.lo = run(b.loopMnt)
+	// run returns a workload's figure and how many operations it counts
+	measure := func(name, unit string, isSeq bool, run func(mnt string) (float64, int64), libnfs func() float64) {
+		r := row{name: name, unit: unit, seq: isSeq}
+		for _, c := range b.clients {
+			pid := b.clientPid(c.mnt)
+			c0, err0 := procstat.ReadProcess(pid)
+			s0, err1 := procstat.ReadProcess(b.serve.Process.Pid)
+			v, ops := run(c.mnt)
+			c1, err2 := procstat.ReadProcess(pid)
+			s1, err3 := procstat.ReadProcess(b.serve.Process.Pid)
+			u := use{ops: ops, client: c1.Sub(c0), server: s1.Sub(s0)}
+			for _, err := range []error{err0, err1, err2, err3} {
+				if err != nil && u.err == nil {
+					u.err = err
+				}
+			}
+			r.rdmafs = append(r.rdmafs, v)
+			r.cost = append(r.cost, u)
+		}
+		r.lo, _ = run(b.loopMnt)
 		if libnfs != nil {
 			r.libnfs = libnfs()
 		}
 		rows = append(rows, r)
-		log.Printf("%-30s rdmafs %8.0f  libnfs %8.0f  loopback %8.0f %s", name, r.rdmafs, r.libnfs, r.lo, unit)
+		log.Printf("%-30s rdmafs-tcp %8.0f  rdmafs-soft %8.0f  libnfs %8.0f  loopback %8.0f %s", name, r.rdmafs[0], r.rdmafs[1], r.libnfs, r.lo, unit)
 	}
 
-	measure("seq write 1 MiB, fsync at end", "MB/s", func(mnt string) float64 {
+	measure("seq write 1 MiB, fsync at end", "MB/s", true, func(mnt string) (float64, int64) {
 		return fio(mnt, "--rw=write", "--bs=1M", fmt.Sprintf("--size=%d", seq), "--end_fsync=1", "--ioengine=psync")
 	}, func() float64 {
 		start := time.Now()
 		run("nfs-cp", b.srcFile, b.nfsURL("libnfs.dat"))
 		return float64(seq) / time.Since(start).Seconds() / 1e6
 	})
-	measure("seq read 1 MiB, cold cache", "MB/s", func(mnt string) float64 {
+	measure("seq read 1 MiB, cold cache", "MB/s", true, func(mnt string) (float64, int64) {
 		dropCaches()
 		return fio(mnt, "--rw=read", "--bs=1M", fmt.Sprintf("--size=%d", seq), "--ioengine=psync")
 	}, func() float64 {
@@ -114,31 +150,65 @@ func main() {
 		os.Remove(filepath.Join(b.dir, "libnfs-read.dat"))
 		return float64(seq) / d.Seconds() / 1e6
 	})
-	measure("rand read 4 KiB, iodepth 16", "IOPS", func(mnt string) float64 {
+	measure("rand read 4 KiB, iodepth 16", "IOPS", false, func(mnt string) (float64, int64) {
 		return fio(mnt, "--rw=randread", "--bs=4k", "--iodepth=16", "--ioengine=libaio", "--direct=1",
 			fmt.Sprintf("--size=%d", seq), fmt.Sprintf("--runtime=%d", *randSecs), "--time_based")
 	}, nil)
-	measure(fmt.Sprintf("create+stat+unlink %d files", *files), "files/s", func(mnt string) float64 {
+	measure(fmt.Sprintf("create+stat+unlink %d files", *files), "files/s", false, func(mnt string) (float64, int64) {
 		out := run(filepath.Join(b.bin, "smallfiles"), "-n", strconv.Itoa(*files), mnt)
 		var v float64
 		fmt.Sscanf(out, "files/s %f", &v)
-		return v
+		return v, int64(*files)
 	}, nil)
 
-	fmt.Printf("\nrdmafs over TCP against `rdmafs serve` on loopback (export on tmpfs, %d MiB file)\n\n", *sizeMiB)
-	fmt.Printf("| %-34s | %9s | %9s | %9s | %-7s | %13s | %15s | %22s |\n", "workload", "rdmafs", "libnfs", "loopback", "unit", "rdmafs/libnfs", "rdmafs/loopback", "CPU s client / server")
-	fmt.Printf("|%s|%s:|%s:|%s:|%s|%s:|%s:|%s:|\n", dashes(36), dashes(10), dashes(10), dashes(10), dashes(9), dashes(14), dashes(16), dashes(23))
+	names := []string{b.clients[0].name, b.clients[1].name}
+	fmt.Printf("\nmake bench %s: rdmafs over TCP and over soft RDMA against `rdmafs serve` on loopback (export on tmpfs, %d MiB file)\n\n",
+		time.Now().Format("2006-01-02 15:04"), *sizeMiB)
+	fmt.Printf("| %-32s | %11s | %11s | %8s | %8s | %-7s | %8s | %8s | %8s | %8s | %-22s |\n", "workload",
+		names[0], names[1], "libnfs", "loopback", "unit", "tcp/loop", "soft/loop", "tcp/lib", "soft/lib", "target (met: tcp, soft)")
+	fmt.Printf("|%s|%s:|%s:|%s:|%s:|%s|%s:|%s:|%s:|%s:|%s|\n", dashes(34), dashes(12), dashes(12), dashes(9), dashes(9),
+		dashes(9), dashes(9), dashes(10), dashes(9), dashes(10), dashes(24))
 	for _, r := range rows {
-		lib, ratioLib := "n/a", "n/a"
+		lib, libRatio := "n/a", []string{"n/a", "n/a"}
 		if r.libnfs > 0 {
-			lib, ratioLib = fmt.Sprintf("%.0f", r.libnfs), fmt.Sprintf("%.2f", r.rdmafs/r.libnfs)
+			lib = fmt.Sprintf("%.0f", r.libnfs)
+			libRatio = []string{fmt.Sprintf("%.2f", r.rdmafs[0]/r.libnfs), fmt.Sprintf("%.2f", r.rdmafs[1]/r.libnfs)}
 		}
-		fmt.Printf("| %-34s | %9.0f | %9s | %9.0f | %-7s | %13s | %15.2f | %10.1f / %-9.1f |\n",
-			r.name, r.rdmafs, lib, r.lo, r.unit, ratioLib, r.rdmafs/r.lo, r.cpuClient, r.cpuSrv)
+		target := ""
+		if r.seq {
+			target = fmt.Sprintf(">=0.8 loop, >1 lib: %s, %s", meets(r.rdmafs[0], r.lo, r.libnfs), meets(r.rdmafs[1], r.lo, r.libnfs))
+		}
+		fmt.Printf("| %-32s | %11.0f | %11.0f | %8s | %8.0f | %-7s | %8.2f | %9.2f | %8s | %9s | %-23s |\n",
+			r.name, r.rdmafs[0], r.rdmafs[1], lib, r.lo, r.unit, r.rdmafs[0]/r.lo, r.rdmafs[1]/r.lo, libRatio[0], libRatio[1], target)
+	}
+	fmt.Printf("\ncost per operation (1 MiB, 4 KiB I/O, or file) of each rdmafs client: its CPU µs, read/write system calls, context switches; the server's CPU µs\n\n")
+	fmt.Printf("| %-32s |", "workload")
+	for _, n := range names {
+		fmt.Printf(" %s µs | syscalls | ctxsw | server µs |", n)
+	}
+	fmt.Println()
+	fmt.Printf("|%s|", dashes(34))
+	for _, n := range names {
+		fmt.Printf("%s:|%s:|%s:|%s:|", dashes(len(n)+4), dashes(9), dashes(6), dashes(10))
+	}
+	fmt.Println()
+	for _, r := range rows {
+		fmt.Printf("| %-32s |", r.name)
+		for i, n := range names {
+			u := r.cost[i]
+			if u.err != nil || u.ops == 0 {
+				fmt.Printf(" %*s | %8s | %5s | %9s |", len(n)+3, "-", "-", "-", "-")
+				continue
+			}
+			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(u.ops) }
+			fmt.Printf(" %*.0f | %8.1f | %5.1f | %9.0f |", len(n)+3, per(u.client.CPU),
+				float64(u.client.Syscalls)/float64(u.ops), float64(u.client.CtxSw)/float64(u.ops), per(u.server.CPU))
+		}
+		fmt.Println()
 	}
 	t := &chart.Table{
-		Title:   fmt.Sprintf("make bench: rdmafs over TCP, libnfs and a FUSE loopback (%d MiB file, %s)", *sizeMiB, time.Now().Format("2006-01-02")),
-		Columns: []string{"rdmafs", "libnfs", "loopback"},
+		Title:   fmt.Sprintf("make bench: rdmafs over TCP and soft RDMA, libnfs and a FUSE loopback (%d MiB file, %s)", *sizeMiB, time.Now().Format("2006-01-02")),
+		Columns: []string{names[0], names[1], "libnfs", "loopback"},
 		Notes:   []string{"libnfs: nfs-cp, sequential rows only"},
 	}
 	for _, r := range rows {
@@ -146,13 +216,24 @@ func main() {
 		if r.libnfs > 0 {
 			lib = r.libnfs
 		}
-		t.Rows = append(t.Rows, chart.Row{Label: r.name, Unit: r.unit, Values: []float64{r.rdmafs, lib, r.lo}})
+		t.Rows = append(t.Rows, chart.Row{Label: r.name, Unit: r.unit, Values: []float64{r.rdmafs[0], r.rdmafs[1], lib, r.lo}})
 	}
 	csvPath, svgPath, err := chart.WriteFiles(*outDir, "hostbench", t)
 	if err != nil {
 		fatalf("%v", err)
 	}
 	fmt.Printf("\ntable: %s, chart: %s\n", csvPath, svgPath)
+}
+
+// meets says whether v is at least 0.8 of the loopback and ahead of libnfs.
+func meets(v, loop, lib float64) string {
+	if loop <= 0 || lib <= 0 {
+		return "-"
+	}
+	if v >= 0.8*loop && v > lib {
+		return "yes"
+	}
+	return "no"
 }
 
 // atExit undoes the benchmark's mounts and processes; fatal runs it too.
@@ -193,7 +274,8 @@ func (b *bench) setup() {
 
 	// The benchmark works as root: no_root_squash (by default root is
 	// squashed, as with knfsd), so calls are served as the server itself.
-	b.serve = exec.Command(filepath.Join(b.bin, "rdmafs"), "serve", "-o", "port=0,no_root_squash", b.export)
+	b.serve = exec.Command(filepath.Join(b.bin, "rdmafs"), "serve", "-o",
+		"port=0,no_root_squash,proto=rdma,provider=soft,rdmaport=0", b.export)
 	if *profile {
 		b.serve.Env = append(os.Environ(), "RDMAFS_CPUPROFILE="+filepath.Join(b.dir, "cpu"))
 	}
@@ -204,33 +286,42 @@ func (b *bench) setup() {
 		fatal(err)
 	}
 	sc := bufio.NewScanner(stdout)
-	portRE := regexp.MustCompile(`on port (\d+) `)
-	for sc.Scan() {
+	portRE := regexp.MustCompile(`on port (\d+) \(NFSv3 and MOUNT\)`)
+	rdmaRE := regexp.MustCompile(`NFSv3 over RDMA \(provider=soft\) on port (\d+)`)
+	for (b.port == 0 || b.rdmaPort == 0) && sc.Scan() {
 		if m := portRE.FindStringSubmatch(sc.Text()); m != nil {
 			b.port, _ = strconv.Atoi(m[1])
-			break
+		}
+		if m := rdmaRE.FindStringSubmatch(sc.Text()); m != nil {
+			b.rdmaPort, _ = strconv.Atoi(m[1])
 		}
 	}
 	go func() {
 		for sc.Scan() {
 		}
 	}()
-	if b.port == 0 {
+	if b.port == 0 || b.rdmaPort == 0 {
 		fatal("rdmafs serve did not start")
 	}
 
-	b.rdmafsMnt = filepath.Join(b.dir, "rdmafs")
-	os.MkdirAll(b.rdmafsMnt, 0o755)
-	opts := fmt.Sprintf("port=%d,mountport=%d", b.port, b.port)
-	if *mountOpts != "" {
-		opts += "," + *mountOpts
-	}
-	mount := exec.Command(filepath.Join(b.bin, "rdmafs"), "-o", opts, "127.0.0.1:/", b.rdmafsMnt)
-	if *profile {
-		mount.Env = append(os.Environ(), "RDMAFS_CPUPROFILE="+filepath.Join(b.dir, "cpu"))
-	}
-	if out, err := mount.CombinedOutput(); err != nil {
-		fatalf("mount: %v: %s", err, out)
+	for _, c := range []struct{ name, opts string }{
+		{"rdmafs-tcp", fmt.Sprintf("port=%d,mountport=%d", b.port, b.port)},
+		{"rdmafs-soft", fmt.Sprintf("proto=rdma,provider=soft,port=%d,mountport=%d", b.rdmaPort, b.port)},
+	} {
+		mnt := filepath.Join(b.dir, c.name)
+		os.MkdirAll(mnt, 0o755)
+		opts := c.opts
+		if *mountOpts != "" {
+			opts += "," + *mountOpts
+		}
+		mount := exec.Command(filepath.Join(b.bin, "rdmafs"), "-o", opts, "127.0.0.1:/", mnt)
+		if *profile {
+			mount.Env = append(os.Environ(), "RDMAFS_CPUPROFILE="+filepath.Join(b.dir, "cpu-"+c.name))
+		}
+		if out, err := mount.CombinedOutput(); err != nil {
+			fatalf("mount %s: %v: %s", c.name, err, out)
+		}
+		b.clients = append(b.clients, client{name: c.name, mnt: mnt})
 	}
 	os.MkdirAll(filepath.Join(b.export, "loop"), 0o755)
 	b.loopMnt = filepath.Join(b.dir, "loopback")
@@ -249,24 +340,13 @@ func (b *bench) nfsURL(name string) string {
 	return fmt.Sprintf("nfs://127.0.0.1//%s?nfsport=%d&mountport=%d&version=3", name, b.port, b.port)
 }
 
-// clientPid finds the rdmafs process serving the mount.
-func (b *bench) clientPid() int {
-	matches, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range matches {
-		data, _ := os.ReadFile(p)
-		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if len(args) > 2 && strings.HasSuffix(args[0], "/rdmafs") && args[len(args)-1] == b.rdmafsMnt {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			return pid
-		}
-	}
-	return 0
-}
+// clientPid finds the rdmafs process serving mnt.
+func (b *bench) clientPid(mnt string) int { return procstat.FindMountDaemon("rdmafs", mnt) }
 
 func (b *bench) cleanup() {
 	atExit = func() {}
-	if b.rdmafsMnt != "" {
-		exec.Command("fusermount3", "-u", b.rdmafsMnt).Run()
+	for _, c := range b.clients {
+		exec.Command("fusermount3", "-u", c.mnt).Run()
 	}
 	if b.loop != nil && b.loop.Process != nil {
 		exec.Command("fusermount3", "-u", b.loopMnt).Run()
@@ -286,17 +366,17 @@ func (b *bench) cleanup() {
 }
 
 // fio runs one fio job in dir and returns its bandwidth in MB/s, or its
-// IOPS for a random job.
-func fio(dir string, args ...string) float64 {
+// IOPS for a random job, and its number of I/Os.
+func fio(dir string, args ...string) (float64, int64) {
 	all := append([]string{"--name=bench", "--directory=" + dir, "--filename=fio.dat", "--output-format=json", "--group_reporting"}, args...)
 	out := run("fio", all...)
+	type stat struct {
+		BwBytes  float64 `json:"bw_bytes"`
+		IOPS     float64 `json:"iops"`
+		TotalIOs int64   `json:"total_ios"`
+	}
 	var res struct {
-		Jobs []struct {
-			Read, Write struct {
-				BwBytes float64 `json:"bw_bytes"`
-				IOPS    float64 `json:"iops"`
-			}
-		}
+		Jobs []struct{ Read, Write stat }
 	}
 	if i := strings.IndexByte(out, '{'); i > 0 {
 		out = out[i:]
@@ -306,9 +386,9 @@ func fio(dir string, args ...string) float64 {
 	}
 	j := res.Jobs[0]
 	if strings.Contains(strings.Join(args, " "), "randread") {
-		return j.Read.IOPS
+		return j.Read.IOPS, j.Read.TotalIOs
 	}
-	return (j.Read.BwBytes + j.Write.BwBytes) / 1e6
+	return (j.Read.BwBytes + j.Write.BwBytes) / 1e6, j.Read.TotalIOs + j.Write.TotalIOs
 }
 
 func run(name string, args ...string) string {
@@ -325,17 +405,4 @@ func run(name string, args ...string) string {
 func dropCaches() {
 	syscall.Sync()
 	os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
-}
-
-// cpuTime returns the CPU seconds process pid has used.
-func cpuTime(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // clock ticks
 }

@@ -24,7 +24,8 @@
 #   LAB_CACHE        guest image cache, outside the checkout   (default /var/cache/rdmafs-e2e)
 #   LAB_OUT          console logs                              (default <checkout>/test/e2e/out)
 #   LAB_LOG          console log file of this run              (default $LAB_OUT/console-<date>.log)
-#   LAB_TIMEOUT      hard timeout of one boot, seconds         (default 2400 = 40 min)
+#   LAB_TIMEOUT      hard timeout of one boot, seconds         (default 2400 = 40 min;
+#                    bench: LAB_TIMEOUT_BENCH, 5400 = 90 min)
 #   LAB_BOOT_TIMEOUT seconds for the guest to reach /init      (default 300)
 #   LAB_MEM          guest RAM                                 (default 3G; bench: 4G)
 #   LAB_SMP          guest vCPUs                               (default nproc, at most 4)
@@ -71,7 +72,7 @@ EXIT_USAGE=2 EXIT_DEPS=100 EXIT_IMAGE=101 EXIT_BUILD=102 EXIT_NOBOOT=103 EXIT_SE
 EXIT_TIMEOUT=124 EXIT_NOSTATUS=125
 
 # host env vars always passed into the guest (when set)
-PASSENV="LAB_TEST_TIMEOUT LAB_VERBS_RUN LAB_NFSD_THREADS RDMAFS_DIFF_SEED RDMAFS_DIFF_SCRIPTS RDMAFS_EXERCISER_OPS BENCH_SIZE BENCH_RAND_SIZE BENCH_RUNTIME BENCH_RAND_RUNTIME BENCH_FILES BENCH_TARGETS BENCH_JOB_SLACK"
+PASSENV="LAB_TEST_TIMEOUT LAB_VERBS_RUN LAB_NFSD_THREADS RDMAFS_DIFF_SEED RDMAFS_DIFF_SCRIPTS RDMAFS_EXERCISER_OPS BENCH_SIZE BENCH_RAND_SIZE BENCH_RUNTIME BENCH_RAND_RUNTIME BENCH_FILES BENCH_TARGETS BENCH_JOB_SLACK BENCH_WORKLOADS BENCH_PROFILE BENCH_RDMAFS_OPTS"
 HOST_PKGS="qemu-system-x86 debootstrap cpio kmod xz-utils"
 # kernel modules (plus their dependencies) copied into the guest
 GUEST_MODS="virtio_pci virtio_net 9pnet_virtio 9p dummy veth configfs crc32_generic crc32c_generic crc32_pclmul \
@@ -557,6 +558,7 @@ cmd_e2e() {
 
 cmd_bench() {
     LAB_MEM=${LAB_MEM_BENCH:-4G}
+    LAB_TIMEOUT=${LAB_TIMEOUT_BENCH:-5400}
     LAB_EXPORT_SIZE=${LAB_EXPORT_SIZE_BENCH:-1536m}
     cmd_deps
     cmd_image
