@@ -41,8 +41,8 @@
 // Memory: rdmafs's resident, locked and pinned memory (VmRSS, VmLck, VmPin)
 // right after the mount and at its peak under the workloads.
 //
-// It reads its setup like the e2e tests: LAB_ADDR, LAB_EXPORT, RDMAFS_BIN,
-// RDMAFS_RDMA (test/e2e/run-tests.sh --bench sets them). With -out DIR it
+// It reads its setup like the e2e tests: LAB_ADDR, LAB_EXPORT and
+// RDMAFS_BIN (test/e2e/run-tests.sh --bench sets them). With -out DIR it
 // also writes the table as DIR/bench-e2e.csv and draws it as
 // DIR/bench-e2e.svg (run-tests.sh gives the checkout's bench/out), and CPU
 // profiles of rdmafs during the -profile workloads as
@@ -67,7 +67,6 @@ import (
 
 type config struct {
 	addr, export, rdmafs string
-	rdmafsRDMA           bool
 	size, randSize       int64
 	runtime, randRuntime time.Duration
 	files                int
@@ -151,7 +150,7 @@ func main() {
 	}
 	c.targets = strings.Split(targets, ",")
 	c.addr, c.export = os.Getenv("LAB_ADDR"), os.Getenv("LAB_EXPORT")
-	c.rdmafs, c.rdmafsRDMA = os.Getenv("RDMAFS_BIN"), os.Getenv("RDMAFS_RDMA") == "1"
+	c.rdmafs = os.Getenv("RDMAFS_BIN")
 	if c.addr == "" || c.export == "" {
 		fatalf("LAB_ADDR and LAB_EXPORT are unset: run inside the e2e test system (make bench-e2e)")
 	}
@@ -363,11 +362,8 @@ func makeTargets(c config) []target {
 			proto := strings.TrimPrefix(base, "rdmafs-")
 			t.rdmafs = true
 			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3", env), fuseUmount
-			switch {
-			case c.rdmafs == "":
-				t.skip = "rdmafs not built (" + envOr("RDMAFS_SKIP", "RDMAFS_BIN unset") + ")"
-			case proto == "rdma" && !c.rdmafsRDMA:
-				t.skip = "rdmafs does not link the RDMA transport (xprtrdma)"
+			if c.rdmafs == "" {
+				fatalf("target %s: RDMAFS_BIN is unset: run inside the e2e test system (make bench-e2e), which builds rdmafs", name)
 			}
 		default:
 			fatalf("unknown target %q", name)
