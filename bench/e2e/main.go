@@ -30,8 +30,9 @@
 //
 // Where a mount refuses O_DIRECT (some FUSE setups) a fio job is rerun
 // buffered and its figure marked "b". Each row prints its ratio to the first
-// column and, for rdmafs-rdma, the target of issue 12 and whether the
-// figure meets it.
+// column and, for rdmafs-rdma, its target (the kernel client's speed on
+// streaming I/O, half of it on small operations) and whether the figure
+// meets it.
 //
 // Cost per operation: around each workload it reads the busy CPU time of
 // the whole guest (/proc/stat: the kernel client's and server's threads
@@ -99,7 +100,7 @@ type result struct {
 }
 
 // rows are the workloads, in table order, each with the ratio
-// rdmafs-rdma/knfs-rdma that issue 12 sets as its target.
+// rdmafs-rdma/knfs-rdma that is its target.
 var rows = []struct {
 	key, label, unit string
 	target           float64

@@ -1,6 +1,6 @@
 // Package roundtrip benchmarks one NFS READ and one WRITE round trip of
 // rdmafs's client over RPC-over-RDMA on the soft verbs provider, with the
-// allocations each call makes: issue 12 asks for none. The server is
+// allocations each call makes; the goal is none. The server is
 // `rdmafs serve` in a process of its own, so that the allocations counted
 // are the client's alone (the transport's goroutines included).
 //
