@@ -52,54 +52,66 @@ func fitCredits(want int, m mountopts.MemReg, caps verbs.Caps) int {
 }
 
 // credit takes a credit and a request for a call, waiting while as many
-// calls are out as the server granted.
-func (ep *endpoint) credit(ctx context.Context, deadline <-chan time.Time) (*request, error) {
+// calls are out as the server granted, until the try's deadline.
+func (ep *endpoint) credit(ctx context.Context, deadline time.Time) (*request, error) {
+	r, wake, err := ep.tryCredit()
+	if r != nil || err != nil {
+		return r, err
+	}
 	t := ep.t
-	waited := false
+	t.stats.Backlog.Add(1)
+	defer t.stats.Backlog.Add(-1)
+	t.stats.creditWaits.Add(1)
+	// Only a call that waits needs a timer: most find a credit free.
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	for {
-		ep.mu.Lock()
-		if err := ep.calls.Err(); err != nil {
-			ep.mu.Unlock()
-			if waited {
-				t.stats.Backlog.Add(-1)
-			}
-			return nil, fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err)
-		}
-		if ep.inflight < ep.granted && len(ep.free) > 0 {
-			ep.inflight++
-			r := ep.free[len(ep.free)-1]
-			ep.free = ep.free[:len(ep.free)-1]
-			ep.idle.Stop()
-			ep.mu.Unlock()
-			if waited {
-				t.stats.Backlog.Add(-1)
-			}
-			return r, nil
-		}
-		wake := ep.wake
-		ep.mu.Unlock()
-		if !waited {
-			waited = true
-			t.stats.Backlog.Add(1)
-			t.stats.creditWaits.Add(1)
-		}
 		select {
 		case <-wake:
 		case <-ep.calls.Lost():
 		case <-ctx.Done():
-			t.stats.Backlog.Add(-1)
 			return nil, ctx.Err()
-		case <-deadline:
-			t.stats.Backlog.Add(-1)
+		case <-timer.C:
 			return nil, sunrpc.ErrTimeout
+		}
+		if r, wake, err = ep.tryCredit(); r != nil || err != nil {
+			return r, err
 		}
 	}
 }
 
-// wakeLocked wakes calls waiting for a credit. The caller holds ep.mu.
+// tryCredit takes a credit and a request if the server's grant allows
+// another call and a request is free; otherwise it returns the channel
+// that the next credit or request given back closes. It fails once the
+// connection has.
+func (ep *endpoint) tryCredit() (*request, <-chan struct{}, error) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if err := ep.calls.Err(); err != nil {
+		return nil, nil, fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err)
+	}
+	if ep.inflight < ep.granted && len(ep.free) > 0 {
+		ep.inflight++
+		r := ep.free[len(ep.free)-1]
+		ep.free = ep.free[:len(ep.free)-1]
+		ep.idle.Stop()
+		return r, nil, nil
+	}
+	if ep.wake == nil {
+		ep.wake = make(chan struct{})
+	}
+	return nil, ep.wake, nil
+}
+
+// wakeLocked wakes the calls waiting for a credit or a request. The
+// channel they wait on exists only while one waits (tryCredit makes it,
+// this closes and forgets it), so giving a credit back when nobody waits
+// costs no allocation. The caller holds ep.mu.
 func (ep *endpoint) wakeLocked() {
-	close(ep.wake)
-	ep.wake = make(chan struct{})
+	if ep.wake != nil {
+		close(ep.wake)
+		ep.wake = nil
+	}
 }
 
 func (ep *endpoint) returnCredit() {

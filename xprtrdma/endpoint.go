@@ -41,9 +41,9 @@ type endpoint struct {
 	calls *sunrpc.Pending[*request]
 
 	mu       sync.Mutex
-	granted  int // credits the server granted, at least 1
-	inflight int // calls holding a credit
-	wake     chan struct{}
+	granted  int           // credits the server granted, at least 1
+	inflight int           // calls holding a credit
+	wake     chan struct{} // while a call waits for a credit or request: closed by the next given back
 	reqs     []request
 	free     []*request
 	loopDone chan struct{} // closed when the completion loop ends
@@ -51,6 +51,7 @@ type endpoint struct {
 	idle     *time.Timer
 
 	hdr    rpcrdma.Header // the completion loop's header scratch
+	invWR  verbs.SendWR   // the completion loop's local invalidation (see request.sendWR)
 	worked atomic.Bool    // a reply came: the connection is good
 }
 
@@ -63,7 +64,7 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 		return nil, err
 	}
 	ep := &endpoint{t: t, dev: dev, calls: sunrpc.NewPending[*request](sunrpc.KeepAbandoned),
-		wake: make(chan struct{}), loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1}
+		loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1}
 	if err := ep.setup(ctx); err != nil {
 		ep.release()
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -104,22 +105,22 @@ func (ep *endpoint) plan(call *sunrpc.Call) (plan, error) {
 }
 
 // take takes the chunk buffers plan p needs for r, waiting for them until
-// ctx ends or the connection is lost.
-func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
+// the try's deadline, ctx's end or the connection's.
+func (ep *endpoint) take(ctx context.Context, deadline time.Time, r *request, p *plan) error {
 	chunks := ep.t.chunks
 	var err error
 	switch p.reply {
 	case replyWrite:
-		if r.write, err = chunks.Get(ctx, ep.calls.Lost()); err != nil {
+		if r.write, err = ep.getBlock(ctx, deadline, chunks); err != nil {
 			return err
 		}
 	case replyChunk:
-		if r.reply, err = chunks.Get(ctx, ep.calls.Lost()); err != nil {
+		if r.reply, err = ep.getBlock(ctx, deadline, chunks); err != nil {
 			return err
 		}
 	}
 	if p.stage {
-		if r.stage, err = chunks.Get(ctx, ep.calls.Lost()); err != nil {
+		if r.stage, err = ep.getBlock(ctx, deadline, chunks); err != nil {
 			return err
 		}
 	}
@@ -127,10 +128,10 @@ func (ep *endpoint) take(ctx context.Context, r *request, p *plan) error {
 }
 
 // marshal builds r's call as planned, in the buffers take took: it
-// exposes the chunks and builds the Send. Binds a memory window needs are
-// posted on the way (the caller holds the post lock); the Send itself is
-// the caller's to post. It never waits.
-func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header, wr *verbs.SendWR, sgl *[3]verbs.SGE) error {
+// exposes the chunks and builds the Send in r.sendWR. Binds a memory
+// window needs are posted on the way (the caller holds the post lock); the
+// Send itself is the caller's to post. It never waits.
+func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header) error {
 	t := ep.t
 	call := r.call
 	*h = rpcrdma.Header{Xid: call.Xid, Vers: rpcrdma.Version, Credits: uint32(ep.credits), Proc: rpcrdma.ProcMsg}
@@ -159,7 +160,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header, wr *verbs.Se
 	send := r.send.Bytes()[:ep.inlineSend]
 	switch p.call {
 	case callInline:
-		return ep.marshalInline(r, h, wr, sgl, send, p.pad)
+		return ep.marshalInline(r, h, send, p.pad)
 	case callReadChunk:
 		seg, err := ep.exposePayload(r, call.Payload)
 		if err != nil {
@@ -171,7 +172,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header, wr *verbs.Se
 		buf := h.Encode(send[:0])
 		buf = append(buf, call.Head...)
 		buf = append(buf, call.Tail...)
-		setSend(wr, sgl, r, ep.smallMR, len(buf))
+		setSend(r, ep.smallMR, len(buf))
 		return nil
 	default:
 		whole := r.stage.Bytes()[:0]
@@ -190,7 +191,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header, wr *verbs.Se
 		t.stats.nomsgCalls.Add(1)
 		t.stats.rdmaRequestBytes.Add(uint64(len(whole)))
 		buf := h.Encode(send[:0])
-		setSend(wr, sgl, r, ep.smallMR, len(buf))
+		setSend(r, ep.smallMR, len(buf))
 		return nil
 	}
 }
@@ -200,7 +201,7 @@ var zeroPad [4]byte
 // marshalInline puts the whole call in the Send. A payload in the chunk
 // arena (write-behind's buffers) is sent from there by its own scatter
 // entry; any other is copied.
-func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, wr *verbs.SendWR, sgl *[3]verbs.SGE, send []byte, pad int) error {
+func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, send []byte, pad int) error {
 	call := r.call
 	buf := h.Encode(send[:0])
 	buf = append(buf, call.Head...)
@@ -210,19 +211,19 @@ func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, wr *verbs.SendW
 		// named by a third entry.
 		rest := append(send[headLen:headLen], zeroPad[:pad]...)
 		rest = append(rest, call.Tail...)
-		*sgl = [3]verbs.SGE{
+		r.sendSGL = [3]verbs.SGE{
 			{MR: ep.smallMR, Offset: r.send.Off(), Length: headLen},
 			{MR: ep.chunkMR, Offset: off, Length: len(call.Payload)},
 			{MR: ep.smallMR, Offset: r.send.Off() + headLen, Length: len(rest)},
 		}
-		*wr = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:3], Signaled: true}
+		r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:3], Signaled: true}
 		return nil
 	}
 	buf = append(buf, call.Payload...)
 	buf = append(buf, zeroPad[:pad]...)
 	buf = append(buf, call.Tail...)
 	ep.t.stats.pullupBytes.Add(uint64(len(call.Payload)))
-	setSend(wr, sgl, r, ep.smallMR, len(buf))
+	setSend(r, ep.smallMR, len(buf))
 	return nil
 }
 
@@ -239,7 +240,8 @@ func (ep *endpoint) exposePayload(r *request, payload []byte) (rpcrdma.Segment, 
 	return ep.reg.expose(r, off, len(payload), verbs.AccessRemoteRead)
 }
 
-func setSend(wr *verbs.SendWR, sgl *[3]verbs.SGE, r *request, mr verbs.MR, n int) {
-	sgl[0] = verbs.SGE{MR: mr, Offset: r.send.Off(), Length: n}
-	*wr = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: sgl[:1], Signaled: true}
+// setSend makes r's Send the first n bytes of its Send buffer.
+func setSend(r *request, mr verbs.MR, n int) {
+	r.sendSGL[0] = verbs.SGE{MR: mr, Offset: r.send.Off(), Length: n}
+	r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:1], Signaled: true}
 }

@@ -146,13 +146,13 @@ func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.S
 		return rpcrdma.Segment{}, err
 	}
 	rkey := nextRKey(mw.RKey())
-	err = w.ep.conn.PostSend(&verbs.SendWR{
+	r.bindWR = verbs.SendWR{
 		ID:     rpcrdma.WRID(wrBind, r.slot),
 		Opcode: verbs.OpBindMW,
 		MW:     mw, BindMR: w.ep.chunkMR, Offset: off, Length: n,
 		BindAccess: access, NewRKey: rkey,
-	})
-	if err != nil {
+	}
+	if err := w.ep.conn.PostSend(&r.bindWR); err != nil {
 		w.put(mw)
 		return rpcrdma.Segment{}, err
 	}
@@ -161,9 +161,13 @@ func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.S
 }
 
 // revoke invalidates the windows the server did not, with one local
-// invalidation each; the last is signaled and the call waits for it.
+// invalidation each; the last is signaled and the call waits for it. It
+// runs in the completion loop, which posts from its own work request
+// (ep.invWR).
 func (w *windows) revoke(r *request, inv uint32, hasInv bool) (bool, error) {
-	var todo []boundWindow
+	// The windows to invalidate go to r.invalidating, empty since the
+	// last call's invalidation completed, so its array is reused.
+	todo := r.invalidating[:0]
 	for _, b := range r.mws {
 		if hasInv && b.rkey == inv {
 			w.put(b.mw)
@@ -172,18 +176,18 @@ func (w *windows) revoke(r *request, inv uint32, hasInv bool) (bool, error) {
 		todo = append(todo, b)
 	}
 	r.mws = r.mws[:0]
+	r.invalidating = todo
+	ep := w.ep
 	for i, b := range todo {
-		last := i == len(todo)-1
-		err := w.ep.conn.PostSend(&verbs.SendWR{
+		ep.invWR = verbs.SendWR{
 			ID: rpcrdma.WRID(wrLocalInv, r.slot), Opcode: verbs.OpLocalInv,
-			InvalidateRKey: b.rkey, Signaled: last,
-		})
-		if err != nil {
+			InvalidateRKey: b.rkey, Signaled: i == len(todo)-1,
+		}
+		if err := ep.conn.PostSend(&ep.invWR); err != nil {
 			return false, err
 		}
-		w.ep.t.stats.localInv.Add(1)
+		ep.t.stats.localInv.Add(1)
 	}
-	r.invalidating = append(r.invalidating[:0], todo...)
 	return len(todo) > 0, nil
 }
 

@@ -35,6 +35,20 @@ type request struct {
 	invalidating []boundWindow
 	mrs          []verbs.MR
 
+	// The work requests the call posts: its Send, the Receive that goes
+	// up before it, and the binds of its memory windows. A work request
+	// passed to the verbs.Conn interface escapes to the heap, so one made
+	// per call would be an allocation per call; these live as long as the
+	// request. The provider copies a work request when it is posted
+	// (verbs.SendWR), so each is free again once its Post returns, and
+	// only the request's caller fills and posts them, while it holds the
+	// request (reqPreparing, and reqPosted until its Send is posted).
+	sendWR  verbs.SendWR
+	sendSGL [3]verbs.SGE
+	recvWR  verbs.RecvWR
+	recvSGL [1]verbs.SGE
+	bindWR  verbs.SendWR
+
 	// Under the endpoint's mutex.
 	state   reqState
 	waiting int // signaled work requests posted for it still to complete

@@ -19,9 +19,9 @@ import (
 // send sends call with the credit and request r (from credit) and
 // registers it for its reply; the reply completes r. Every wait (for a
 // Send or Receive buffer, for a chunk buffer) comes before the post lock,
-// and ends when the connection does, so teardown never waits for a call
-// that waits.
-func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) error {
+// and ends at the try's deadline or when the connection does, so teardown
+// never waits for a call that waits.
+func (ep *endpoint) send(ctx context.Context, deadline time.Time, r *request, call *sunrpc.Call) error {
 	t := ep.t
 	ep.mu.Lock()
 	r.reset(call)
@@ -40,13 +40,13 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		t.stats.failedMarshal.Add(1)
 		return fail(err)
 	}
-	if r.send, err = t.small.Get(ctx, ep.calls.Lost()); err != nil {
+	if r.send, err = ep.getBlock(ctx, deadline, t.small); err != nil {
 		return fail(ep.waitError(err))
 	}
-	if recv, err = t.small.Get(ctx, ep.calls.Lost()); err != nil {
+	if recv, err = ep.getBlock(ctx, deadline, t.small); err != nil {
 		return fail(ep.waitError(err))
 	}
-	if err := ep.take(ctx, r, &p); err != nil {
+	if err := ep.take(ctx, deadline, r, &p); err != nil {
 		return fail(ep.waitError(err))
 	}
 
@@ -64,17 +64,15 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	ep.mu.Lock()
 	r.state = reqPosted
 	ep.mu.Unlock()
-	var wr verbs.SendWR
-	var sgl [3]verbs.SGE
 	var h rpcrdma.Header
-	if err := ep.marshal(r, &p, &h, &wr, &sgl); err != nil {
+	if err := ep.marshal(r, &p, &h); err != nil {
 		// A bind or registration failed: the connection is broken.
 		ep.reg.forget(r)
 		ep.fail(err)
 		return fail(fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	// A Receive for the reply goes up before the Send.
-	err = ep.postRecv(recv)
+	err = ep.postRecv(r, recv)
 	recv = nil // posted, or given back by postRecv
 	if err != nil {
 		ep.reg.forget(r)
@@ -86,7 +84,7 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 	ep.mu.Unlock()
 	t.stats.Sent()
 	call.SentAt = time.Now()
-	if err := ep.conn.PostSend(&wr); err != nil {
+	if err := ep.conn.PostSend(&r.sendWR); err != nil {
 		ep.fail(err)
 		ep.mu.Lock()
 		r.waiting--
@@ -94,6 +92,18 @@ func (ep *endpoint) send(ctx context.Context, r *request, call *sunrpc.Call) err
 		return fail(fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err))
 	}
 	return nil
+}
+
+// getBlock takes a free block of a or, when there is none, waits for one
+// until the try's deadline, ctx's end or the connection's. Only a call
+// that has to wait pays for the deadline's context and timer.
+func (ep *endpoint) getBlock(ctx context.Context, deadline time.Time, a *rpcrdma.Arena) (*rpcrdma.Block, error) {
+	if b := a.TryGet(); b != nil {
+		return b, nil
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return a.Get(wctx, ep.calls.Lost())
 }
 
 // waitError is the error of a call whose wait for a buffer ended: the
@@ -122,10 +132,12 @@ func (ep *endpoint) unwind(r *request) {
 	ep.returnCredit()
 }
 
-// postRecv posts the Receive buffer b, or gives it back if it cannot.
-func (ep *endpoint) postRecv(b *rpcrdma.Block) error {
-	sge := [1]verbs.SGE{{MR: ep.smallMR, Offset: b.Off(), Length: ep.t.small.BlockSize()}}
-	if err := ep.conn.PostRecv(&verbs.RecvWR{ID: rpcrdma.WRID(wrRecv, b.Index()), SGL: sge[:]}); err != nil {
+// postRecv posts the Receive buffer b, which goes up before r's Send (with
+// r's work request), or gives it back if it cannot.
+func (ep *endpoint) postRecv(r *request, b *rpcrdma.Block) error {
+	r.recvSGL[0] = verbs.SGE{MR: ep.smallMR, Offset: b.Off(), Length: ep.t.small.BlockSize()}
+	r.recvWR = verbs.RecvWR{ID: rpcrdma.WRID(wrRecv, b.Index()), SGL: r.recvSGL[:]}
+	if err := ep.conn.PostRecv(&r.recvWR); err != nil {
 		b.Release()
 		return err
 	}

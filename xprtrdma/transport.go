@@ -125,22 +125,21 @@ func New(cfg Config) (*Transport, error) {
 // RoundTrip implements sunrpc.Transport.
 func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 	t.stats.Used()
+	// The try's deadline bounds the waits on the way out (a connection,
+	// a credit, buffers); the waits that happen make their timers, so a
+	// call that finds everything free makes none.
 	deadline := time.Now().Add(call.Timeout())
-	timer := time.NewTimer(call.Timeout())
-	defer timer.Stop()
 	ep, err := t.conns.Get(ctx, deadline)
 	if err != nil {
 		return err
 	}
-	r, err := ep.credit(ctx, timer.C)
+	r, err := ep.credit(ctx, deadline)
 	if err != nil {
 		return err
 	}
 	t.stats.Inflight.Add(1)
 	defer t.stats.Inflight.Add(-1)
-	sctx, cancel := context.WithDeadline(ctx, deadline)
-	err = ep.send(sctx, r, call)
-	cancel()
+	err = ep.send(ctx, deadline, r, call)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return sunrpc.ErrTimeout
