@@ -24,6 +24,12 @@ import (
 // Memory a work request names is written (receives, RDMA Read targets)
 // only under conn.mu, checking that the request was not flushed: once a
 // flush completion is out, the memory is the user's again.
+//
+// A work request's state (sendWQE, recvWQE) is reused for a later one once
+// it has completed normally (recycleSendLocked, recycleRecvLocked), so
+// that a steady flow of work requests allocates nothing; a flushed one is
+// never reused, because the goroutine that was working on it may still
+// look at its flushed flag.
 
 // lingerTimeout bounds how long an ending connection tries to send its
 // last frames (a NAK, a DISCONNECT) to a peer that does not read them.
@@ -117,19 +123,21 @@ type conn struct {
 	kick      sync.Cond // on mu: wakes the sender
 	state     connState
 	err       error
-	linger    bool       // the sender sends the queued responses before closing
-	sq        []*sendWQE // posted in order; sq[:sqNext] went through the sender
-	sqNext    int        //
-	nextSeq   uint64     // next request's sequence number
-	unacked   []*sendWQE // SENDs and WRITEs on the wire, in order
-	reads     []*sendWQE // READs on the wire, in order
-	rq        []*recvWQE // posted receives
-	rqActive  *recvWQE   // the receive the reader is filling
-	resp      []response // for the sender, in order
-	spare     []response // the sender's last batch, for reuse
-	expectSeq uint64     // the peer's next request
-	readsIn   int        // the peer's READs taken and not answered yet
-	closed    bool       //
+	linger    bool           // the sender sends the queued responses before closing
+	sq        fifo[*sendWQE] // posted in order; the first sqNext went through the sender
+	sqNext    int            //
+	nextSeq   uint64         // next request's sequence number
+	unacked   fifo[*sendWQE] // SENDs and WRITEs on the wire, in order
+	reads     fifo[*sendWQE] // READs on the wire, in order
+	rq        fifo[*recvWQE] // posted receives
+	rqActive  *recvWQE       // the receive the reader is filling
+	resp      []response     // for the sender, in order
+	spare     []response     // the sender's last batch, for reuse
+	expectSeq uint64         // the peer's next request
+	readsIn   int            // the peer's READs taken and not answered yet
+	closed    bool           //
+	freeSend  []*sendWQE     // completed send work requests, for reuse
+	freeRecv  []*recvWQE     // completed receives, for reuse
 
 	wg sync.WaitGroup
 }
@@ -157,28 +165,51 @@ func newConn(pd *pd, nc net.Conn, fr *frameReader, fw *frameWriter, cfg verbs.Co
 // --- the verbs.Conn methods
 
 func (c *conn) PostSend(wr *verbs.SendWR) error {
-	w, err := c.newSendWQE(wr)
-	if err != nil {
-		return &verbs.VerbError{Verb: "post_send", Err: err}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != stateUp {
-		return &verbs.VerbError{Verb: "post_send", Err: c.err}
+	w := c.takeSendLocked()
+	err := c.fillSendWQE(w, wr)
+	switch {
+	case err != nil:
+	case c.state != stateUp:
+		err = c.err
+	case c.sq.len() >= c.cfg.SendDepth:
+		err = fmt.Errorf("send queue full (%d work requests): %w", c.cfg.SendDepth, syscall.ENOMEM)
 	}
-	if len(c.sq) >= c.cfg.SendDepth {
-		return &verbs.VerbError{Verb: "post_send", Err: fmt.Errorf("send queue full (%d work requests): %w", c.cfg.SendDepth, syscall.ENOMEM)}
+	if err != nil {
+		c.recycleSendLocked(w) // never posted: nothing else has seen it
+		return &verbs.VerbError{Verb: "post_send", Err: err}
 	}
 	if w.op == verbs.OpBindMW {
 		w.mw.posted.Store(w.newKey)
 	}
-	c.sq = append(c.sq, w)
+	c.sq.push(w)
 	c.kick.Signal()
 	return nil
 }
 
-func (c *conn) newSendWQE(wr *verbs.SendWR) (*sendWQE, error) {
-	w := &sendWQE{id: wr.ID, op: wr.Opcode, signaled: wr.Signaled}
+// takeSendLocked returns a send work request's state to fill: a reused
+// one, or a new one.
+func (c *conn) takeSendLocked() *sendWQE {
+	if n := len(c.freeSend); n > 0 {
+		w := c.freeSend[n-1]
+		c.freeSend = c.freeSend[:n-1]
+		return w
+	}
+	return new(sendWQE)
+}
+
+// recycleSendLocked keeps w for reuse. The caller makes sure nothing
+// refers to w any more: it completed normally (completeInOrderLocked) or
+// was never posted.
+func (c *conn) recycleSendLocked(w *sendWQE) {
+	*w = sendWQE{} // and so keeps no region or window alive
+	c.freeSend = append(c.freeSend, w)
+}
+
+// fillSendWQE checks wr and copies it into w.
+func (c *conn) fillSendWQE(w *sendWQE, wr *verbs.SendWR) error {
+	*w = sendWQE{id: wr.ID, op: wr.Opcode, signaled: wr.Signaled}
 	var err error
 	switch wr.Opcode {
 	case verbs.OpSend, verbs.OpSendWithInv, verbs.OpRDMAWrite:
@@ -186,7 +217,7 @@ func (c *conn) newSendWQE(wr *verbs.SendWR) (*sendWQE, error) {
 		w.raddr, w.rkey, w.invRKey = wr.RemoteAddr, wr.RKey, wr.InvalidateRKey
 	case verbs.OpRDMARead:
 		if c.ord == 0 {
-			return nil, fmt.Errorf("RDMA Read on a connection whose initiator depth is 0 (ConnConfig.InitiatorDepth, and the peer's ResponderResources): %w", syscall.EINVAL)
+			return fmt.Errorf("RDMA Read on a connection whose initiator depth is 0 (ConnConfig.InitiatorDepth, and the peer's ResponderResources): %w", syscall.EINVAL)
 		}
 		w.sgl, w.length, err = c.sgList(w.sgBuf[:0], wr.SGL, c.cfg.MaxSendSGE, true)
 		w.raddr, w.rkey = wr.RemoteAddr, wr.RKey
@@ -195,11 +226,11 @@ func (c *conn) newSendWQE(wr *verbs.SendWR) (*sendWQE, error) {
 		r, ok2 := wr.BindMR.(*mr)
 		switch {
 		case !ok || !ok2:
-			return nil, fmt.Errorf("bind: window or region not of the soft provider: %w", syscall.EINVAL)
+			return fmt.Errorf("bind: window or region not of the soft provider: %w", syscall.EINVAL)
 		case win.pd != c.pd || r.pd != c.pd:
-			return nil, fmt.Errorf("bind: window or region of another protection domain: %w", syscall.EINVAL)
+			return fmt.Errorf("bind: window or region of another protection domain: %w", syscall.EINVAL)
 		case len(wr.SGL) > 0:
-			return nil, fmt.Errorf("bind with SGEs: %w", syscall.EINVAL)
+			return fmt.Errorf("bind with SGEs: %w", syscall.EINVAL)
 		}
 		w.mw, w.bindMR, w.bindOff, w.bindLen, w.bindAccess = win, r, wr.Offset, wr.Length, wr.BindAccess
 		w.newKey = wr.NewRKey
@@ -208,47 +239,66 @@ func (c *conn) newSendWQE(wr *verbs.SendWR) (*sendWQE, error) {
 		if w.newKey == 0 {
 			w.newKey = cur&^0xff | (cur+1)&0xff
 		} else if w.newKey>>8 != cur>>8 {
-			return nil, fmt.Errorf("bind: new rkey %#x does not keep the window's index (rkey %#x): %w", w.newKey, cur, syscall.EINVAL)
+			return fmt.Errorf("bind: new rkey %#x does not keep the window's index (rkey %#x): %w", w.newKey, cur, syscall.EINVAL)
 		}
 	case verbs.OpLocalInv:
 		if len(wr.SGL) > 0 {
-			return nil, fmt.Errorf("local invalidate with SGEs: %w", syscall.EINVAL)
+			return fmt.Errorf("local invalidate with SGEs: %w", syscall.EINVAL)
 		}
 		w.invRKey = wr.InvalidateRKey
 	default:
-		return nil, fmt.Errorf("opcode %v: %w", wr.Opcode, syscall.EINVAL)
+		return fmt.Errorf("opcode %v: %w", wr.Opcode, syscall.EINVAL)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return w, nil
+	return err
 }
 
 func (c *conn) PostRecv(wr *verbs.RecvWR) error {
-	r := &recvWQE{id: wr.ID}
-	var err error
-	r.sgl, r.length, err = c.sgList(r.sgBuf[:0], wr.SGL, c.cfg.MaxRecvSGE, true)
-	if err != nil {
-		return &verbs.VerbError{Verb: "post_recv", Err: err}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != stateUp {
-		return &verbs.VerbError{Verb: "post_recv", Err: c.err}
-	}
-	n := len(c.rq)
+	r := c.takeRecvLocked()
+	r.id = wr.ID
+	var err error
+	r.sgl, r.length, err = c.sgList(r.sgBuf[:0], wr.SGL, c.cfg.MaxRecvSGE, true)
+	n := c.rq.len()
 	if c.rqActive != nil {
 		n++
 	}
-	if n >= c.cfg.RecvDepth {
-		return &verbs.VerbError{Verb: "post_recv", Err: fmt.Errorf("receive queue full (%d work requests): %w", c.cfg.RecvDepth, syscall.ENOMEM)}
+	switch {
+	case err != nil:
+	case c.state != stateUp:
+		err = c.err
+	case n >= c.cfg.RecvDepth:
+		err = fmt.Errorf("receive queue full (%d work requests): %w", c.cfg.RecvDepth, syscall.ENOMEM)
 	}
-	c.rq = append(c.rq, r)
+	if err != nil {
+		c.recycleRecvLocked(r) // never posted: nothing else has seen it
+		return &verbs.VerbError{Verb: "post_recv", Err: err}
+	}
+	c.rq.push(r)
 	select {
 	case c.recvPosted <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// takeRecvLocked returns a receive's state to fill: a reused one, or a
+// new one.
+func (c *conn) takeRecvLocked() *recvWQE {
+	if n := len(c.freeRecv); n > 0 {
+		r := c.freeRecv[n-1]
+		c.freeRecv = c.freeRecv[:n-1]
+		return r
+	}
+	return new(recvWQE)
+}
+
+// recycleRecvLocked keeps r for reuse. The caller makes sure nothing
+// refers to r any more: it completed normally (onSend) or was never
+// posted.
+func (c *conn) recycleRecvLocked(r *recvWQE) {
+	*r = recvWQE{}
+	c.freeRecv = append(c.freeRecv, r)
 }
 
 func (c *conn) Poll(wcs []verbs.Completion) (int, error) {
@@ -376,7 +426,8 @@ func (c *conn) failLocked(err error, linger bool) {
 	}
 	c.state = stateDown
 	c.err = err
-	for _, w := range c.sq {
+	for i := range c.sq.len() {
+		w := c.sq.at(i)
 		st := verbs.StatusWRFlushErr
 		if w.done {
 			st = w.status
@@ -388,17 +439,21 @@ func (c *conn) failLocked(err error, linger bool) {
 		}
 		c.completeLocked(w, st, false)
 	}
-	c.sq, c.sqNext, c.unacked, c.reads = nil, 0, nil, nil
+	c.sq.clear()
+	c.sqNext = 0
+	c.unacked.clear()
+	c.reads.clear()
 	if r := c.rqActive; r != nil {
 		r.flushed = true
 		c.emitLocked(verbs.Completion{ID: r.id, Status: verbs.StatusWRFlushErr}, false)
 		c.rqActive = nil
 	}
-	for _, r := range c.rq {
+	for i := range c.rq.len() {
+		r := c.rq.at(i)
 		r.flushed = true
 		c.emitLocked(verbs.Completion{ID: r.id, Status: verbs.StatusWRFlushErr}, false)
 	}
-	c.rq = nil
+	c.rq.clear()
 	if linger {
 		c.linger = true
 		c.nc.SetWriteDeadline(time.Now().Add(lingerTimeout))
@@ -467,15 +522,21 @@ func (c *conn) emitLocked(wc verbs.Completion, hooks bool) error {
 // completeInOrderLocked completes the finished work requests at the head
 // of the send queue; a failed one ends the connection.
 func (c *conn) completeInOrderLocked() {
-	for c.sqNext > 0 && c.sq[0].done {
-		w := c.sq[0]
-		c.sq[0] = nil
-		c.sq = c.sq[1:]
+	for c.sqNext > 0 && c.sq.at(0).done {
+		w := c.sq.pop()
 		c.sqNext--
 		err := c.completeLocked(w, w.status, true)
 		if err == nil && w.status != verbs.StatusSuccess {
 			err = fmt.Errorf("%w: %v: work request %d (%v): %v", verbs.ErrDisconnected, w.status, w.id, w.op, w.failure)
 		}
+		// Nothing refers to w now: it left unacked or reads when it
+		// was done (onAck, onReadResponse), the reader is done
+		// scattering a READ response into it before it marks it done,
+		// and the sender reads nothing of a request once its last
+		// byte is on the wire (writeRequest), which the peer needs to
+		// acknowledge or answer it; binds and invalidations are done
+		// by the sender under c.mu.
+		c.recycleSendLocked(w)
 		if err != nil {
 			c.failLocked(err, false)
 			return
@@ -486,10 +547,10 @@ func (c *conn) completeInOrderLocked() {
 // --- the sender
 
 func (c *conn) sendable() bool {
-	if c.sqNext == len(c.sq) {
+	if c.sqNext == c.sq.len() {
 		return false
 	}
-	return c.sq[c.sqNext].op != verbs.OpRDMARead || len(c.reads) < c.ord
+	return c.sq.at(c.sqNext).op != verbs.OpRDMARead || c.reads.len() < c.ord
 }
 
 func (c *conn) sendLoop() {
@@ -552,7 +613,7 @@ func (c *conn) sendLoop() {
 // or nil.
 func (c *conn) nextRequestLocked() *sendWQE {
 	for c.state == stateUp && c.sendable() {
-		w := c.sq[c.sqNext]
+		w := c.sq.at(c.sqNext)
 		c.sqNext++
 		switch w.op {
 		case verbs.OpBindMW, verbs.OpLocalInv:
@@ -575,9 +636,9 @@ func (c *conn) nextRequestLocked() *sendWQE {
 			w.seq = c.nextSeq
 			c.nextSeq++
 			if w.op == verbs.OpRDMARead {
-				c.reads = append(c.reads, w)
+				c.reads.push(w)
 			} else {
-				c.unacked = append(c.unacked, w)
+				c.unacked.push(w)
 			}
 			return w
 		}
@@ -603,6 +664,10 @@ func (c *conn) sendFailed(err error, w *sendWQE) {
 	c.failLocked(fmt.Errorf("%w: %v", verbs.ErrDisconnected, err), false)
 }
 
+// writeRequest puts w on the wire. It reads w only before the frame's
+// last byte is buffered (the payload's last piece is gathered first), and
+// so before the peer can acknowledge or answer w: once w completes it may
+// be reused (completeInOrderLocked) while the sender goes on.
 func (c *conn) writeRequest(w *sendWQE) error {
 	f := frame{seq: w.seq, length: uint32(w.length)}
 	switch w.op {
@@ -734,10 +799,10 @@ func (c *conn) onSend(f *frame) error {
 		c.mu.Unlock()
 		return err
 	}
-	if len(c.rq) == 0 {
+	if c.rq.len() == 0 {
 		wait := c.p.rnrTimeout()
 		timer := time.NewTimer(wait)
-		for len(c.rq) == 0 && c.state == stateUp {
+		for c.rq.len() == 0 && c.state == stateUp {
 			c.mu.Unlock()
 			expired := false
 			select {
@@ -747,7 +812,7 @@ func (c *conn) onSend(f *frame) error {
 				expired = true
 			}
 			c.mu.Lock()
-			if expired && len(c.rq) == 0 && c.state == stateUp {
+			if expired && c.rq.len() == 0 && c.state == stateUp {
 				err := c.nakLocked(f.seq, nakRNRExceeded, fmt.Errorf("the peer's SEND found no receive posted for %v (receiver not ready)", wait))
 				c.mu.Unlock()
 				return err
@@ -759,9 +824,7 @@ func (c *conn) onSend(f *frame) error {
 			return errStop
 		}
 	}
-	r := c.rq[0]
-	c.rq[0] = nil
-	c.rq = c.rq[1:]
+	r := c.rq.pop()
 	if n > r.length {
 		c.emitLocked(verbs.Completion{ID: r.id, Status: verbs.StatusLocLenErr}, false)
 		err := c.nakLocked(f.seq, nakInvalidRequest, fmt.Errorf("local length error: a SEND of %d bytes for a receive of %d", n, r.length))
@@ -795,6 +858,9 @@ func (c *conn) onSend(f *frame) error {
 		}
 		wc.InvalidatedRKey, wc.HasInvalidate = f.rkey, true
 	}
+	// r is filled and left rq and rqActive under c.mu: nothing refers to
+	// it any more.
+	c.recycleRecvLocked(r)
 	c.queueLocked(response{typ: frameAck, seq: f.seq})
 	if err := c.emitLocked(wc, true); err != nil {
 		c.failLocked(err, false)
@@ -872,13 +938,11 @@ func (c *conn) onReadResponse(f *frame) error {
 		c.mu.Unlock()
 		return errStop
 	}
-	if len(c.reads) == 0 || c.reads[0].seq != f.seq || int(f.length) != c.reads[0].length {
+	if c.reads.len() == 0 || c.reads.at(0).seq != f.seq || int(f.length) != c.reads.at(0).length {
 		c.mu.Unlock()
 		return fmt.Errorf("READ response %d (%d bytes) matches no READ in flight", f.seq, f.length)
 	}
-	w := c.reads[0]
-	c.reads[0] = nil
-	c.reads = c.reads[1:]
+	w := c.reads.pop()
 	c.mu.Unlock()
 
 	gone, err := c.scatterPayload(int(f.length), w.sgl, func() bool { return w.flushed })
@@ -910,10 +974,8 @@ func (c *conn) onAck(f *frame) error {
 	if f.seq >= c.nextSeq {
 		return fmt.Errorf("ACK of request %d, which was not sent", f.seq)
 	}
-	for len(c.unacked) > 0 && c.unacked[0].seq <= f.seq {
-		c.unacked[0].done = true
-		c.unacked[0] = nil
-		c.unacked = c.unacked[1:]
+	for c.unacked.len() > 0 && c.unacked.at(0).seq <= f.seq {
+		c.unacked.pop().done = true
 	}
 	c.completeInOrderLocked()
 	return nil
@@ -935,10 +997,10 @@ func (c *conn) onNak(f *frame) error {
 	}
 	var w *sendWQE
 	switch {
-	case len(c.unacked) > 0 && c.unacked[0].seq == f.seq:
-		w = c.unacked[0]
-	case len(c.reads) > 0 && c.reads[0].seq == f.seq:
-		w = c.reads[0]
+	case c.unacked.len() > 0 && c.unacked.at(0).seq == f.seq:
+		w = c.unacked.at(0)
+	case c.reads.len() > 0 && c.reads.at(0).seq == f.seq:
+		w = c.reads.at(0)
 	default:
 		return fmt.Errorf("NAK of request %d, which is not in flight", f.seq)
 	}
