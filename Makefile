@@ -67,7 +67,7 @@ demo: build
 test: deps
 	$(GO) vet ./...
 	$(GO) test -race ./...
-	$(GO) test -count=1 -run 'NotAllocate' ./nfs3 ./sunrpc/xdr
+	$(GO) test -count=1 -run 'NotAllocate' ./nfs3 ./sunrpc/xdr ./bench/roundtrip
 
 bench: build
 	$(GO) run ./bench/hostbench

@@ -1,6 +1,7 @@
 // Package roundtrip benchmarks one NFS READ and one WRITE round trip of
 // rdmafs's client over RPC-over-RDMA on the soft verbs provider, with the
-// allocations each call makes; the goal is none. The server is
+// allocations each call makes, which must be none
+// (TestRoundTripDoesNotAllocate). The server is
 // `rdmafs serve` in a process of its own, so that the allocations counted
 // are the client's alone (the transport's goroutines included).
 //
@@ -30,7 +31,7 @@ var cred = &sunrpc.Cred{}
 
 // server starts `rdmafs serve` over TCP and soft RDMA on a new directory
 // and returns its MOUNT (TCP) and RDMA addresses.
-func server(b *testing.B) (mountAddr, rdmaAddr string) {
+func server(b testing.TB) (mountAddr, rdmaAddr string) {
 	b.Helper()
 	if os.Geteuid() != 0 {
 		b.Skip("rdmafs serve switches credentials per call and needs root")
@@ -77,7 +78,7 @@ func server(b *testing.B) (mountAddr, rdmaAddr string) {
 
 // client mounts the export and returns an NFS client over RPC-over-RDMA
 // and the handle of a file of size bytes.
-func client(b *testing.B, size int) (*nfs3.Client, nfs3.FH) {
+func client(b testing.TB, size int) (*nfs3.Client, nfs3.FH) {
 	b.Helper()
 	mountAddr, rdmaAddr := server(b)
 	ctx := context.Background()
