@@ -97,4 +97,3 @@ func TestPrivateData(t *testing.T) {
 		}
 	}
 }
-

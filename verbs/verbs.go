@@ -271,7 +271,9 @@ type SendWR struct {
 	NewRKey    uint32
 }
 
-// RecvWR is a receive buffer.
+// RecvWR is a receive buffer. The provider copies what it needs when it
+// is posted, as for a SendWR; the memory its SGEs name is the provider's
+// until the receive completes.
 type RecvWR struct {
 	ID  uint64
 	SGL []SGE

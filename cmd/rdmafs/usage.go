@@ -12,12 +12,12 @@ import (
 // rdmafs(8) man page are both made from these, so they say the same.
 type commandDoc struct {
 	synopsis string
-	text     string    // what it does
-	items    []itemDoc // its flags or options
+	text     string       // what it does
+	items    []itemDoc    // its flags or options
 	sections []sectionDoc // further items under a heading of their own
 	after    string       // a paragraph after the items
-	examples []string  // lines shown as they are: commands, fstab lines
-	tail     string    // a last paragraph
+	examples []string     // lines shown as they are: commands, fstab lines
+	tail     string       // a last paragraph
 }
 
 // itemDoc is one flag or option: how it is written and what it does.
