@@ -124,7 +124,15 @@ func (f *FS) attrTimeout(obj *object) time.Duration {
 // fillEntry fills a lookup reply for child, found in directory dir.
 func (f *FS) fillEntry(dir, child *object, a *nfs3.Fattr, out *fuse.EntryOut) {
 	f.fillAttr(child, a, &out.Attr)
-	out.SetAttrTimeout(f.attrTimeout(child))
+	if child.unsentWrites() {
+		// These attributes count data that has not reached the server,
+		// which may yet refuse it. The kernel client's stat writes the
+		// data back before it answers; here Getattr does, so the kernel
+		// must not answer a stat from a lookup's attributes.
+		out.SetAttrTimeout(0)
+	} else {
+		out.SetAttrTimeout(f.attrTimeout(child))
+	}
 	if f.opts.LookupPositive {
 		dir.mu.Lock()
 		out.SetEntryTimeout(dir.attrTimeo)

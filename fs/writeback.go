@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -144,11 +145,31 @@ func (obj *object) pendingEnd() int64 {
 	return 0
 }
 
+// unsentWrites reports whether obj has written data the server has not
+// taken yet.
+func (obj *object) unsentWrites() bool {
+	wb := obj.writeback()
+	if wb == nil {
+		return false
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	for _, e := range wb.extents {
+		if e.state != extUnstable {
+			return true
+		}
+	}
+	return false
+}
+
 // write takes data written at off, for cred.
 func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, data []byte) error {
 	wsize := int64(wb.f.opts.WSize)
 	wb.mu.Lock()
-	if err := wb.err; err != nil {
+	if err := wb.err; err != nil && outOfSpace(err) {
+		// Like the kernel client, a write reports a failed write-back
+		// only when the server is out of space; any other failure waits
+		// for fsync or close, and the data is taken.
 		wb.mu.Unlock()
 		return err
 	}
@@ -186,6 +207,15 @@ func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, da
 	wb.mu.Unlock()
 	wb.f.dirty.hold(wb, added)
 	return wb.f.dirty.waitForRoom(ctx)
+}
+
+// outOfSpace reports whether err says the server has no room for the data.
+func outOfSpace(err error) bool {
+	switch errno(err) {
+	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+		return true
+	}
+	return false
 }
 
 // queue marks e ready to send. The caller holds wb.mu.
