@@ -2,6 +2,7 @@ package xprtrdma
 
 import (
 	"errors"
+	"time"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -27,6 +28,10 @@ func (ep *endpoint) fail(err error) {
 	go ep.teardown()
 }
 
+// slowDestroy is how long the destruction of a connection may take before
+// it is logged.
+const slowDestroy = 5 * time.Second
+
 // teardown destroys the queue pair, after which the server can reach none
 // of the endpoint's memory, and gives back every buffer of calls that will
 // never complete.
@@ -35,7 +40,14 @@ func (ep *endpoint) teardown() {
 	ep.closed = true
 	ep.postMu.Unlock()
 	if ep.conn != nil {
+		start := time.Now()
 		ep.conn.Close()
+		if d := time.Since(start); d > slowDestroy {
+			// rxe, for one, waits up to 50 s for references to a queue
+			// pair it failed to drop; the admin should know why the
+			// daemon lingers.
+			ep.t.logf("xprtrdma: %s: the device took %v to destroy the queue pair of a connection that ended", ep.t.cfg.Addr, d.Round(time.Second))
+		}
 		<-ep.loopDone
 	}
 	ep.mu.Lock()

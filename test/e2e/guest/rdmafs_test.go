@@ -81,6 +81,14 @@ func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 	return m
 }
 
+// daemonExit is how long rdmafs may take to exit once its mount is gone.
+// Destroying a queue pair on rxe waits up to 50 s for references the
+// driver failed to drop (rxe_pool.c, __rxe_cleanup), which happens now and
+// then after knfsd closed the connection (TestRdmafsRDMAKnfsdRestart saw a
+// daemon wait there, in ib_destroy_qp, for more than 30 s); rdmafs logs a
+// destruction that took long.
+const daemonExit = 60 * time.Second
+
 // wait returns rdmafs's exit status once it has exited, at most within
 // limit; if it has not by then, it fails the test after SIGQUIT, which
 // makes the Go runtime print every goroutine's stack: where it waits.
@@ -109,7 +117,7 @@ func mountRdmafs(t *testing.T, e labEnv, opts string) string {
 	m := startRdmafs(t, e, opts)
 	t.Cleanup(func() {
 		unmount(t, m.dir, "fusermount3", "-u", m.dir)
-		if err := m.wait(t, 30*time.Second); err != nil {
+		if err := m.wait(t, daemonExit); err != nil {
 			t.Errorf("rdmafs exited with %v after unmount; output:\n%s", err, m.out)
 		}
 		if t.Failed() {

@@ -237,7 +237,7 @@ func TestRdmafsUnmountDeadServer(t *testing.T) {
 		t.Fatalf("fusermount3 -u of a hard mount of a dead server that no process uses: %v: %s", err, out)
 	}
 	t.Logf("unmounted in %v", time.Since(start).Round(time.Millisecond))
-	exit := m.wait(t, 30*time.Second)
+	exit := m.wait(t, daemonExit)
 	var ee *exec.ExitError
 	if !errors.As(exit, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("rdmafs exited with %v after its mount of a dead server was gone with data unwritten, want status 1", exit)
