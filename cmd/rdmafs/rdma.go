@@ -42,6 +42,10 @@ func rdmaConnectError(ctx context.Context, err error, addr string, prov mountopt
 	switch {
 	case errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider):
 		return fmt.Errorf("proto=rdma: %w", err)
+	case errors.Is(err, xprtrdma.ErrMemLock):
+		// The error names RLIMIT_MEMLOCK and the options that lower
+		// what a mount pins.
+		return fmt.Errorf("proto=rdma: %w", err)
 	case errors.Is(err, soft.ErrNotSoftPeer):
 		why = fmt.Sprintf("%s is a TCP service, not rdmafs's software RDMA (provider=soft talks only to "+
 			"`rdmafs serve -o proto=rdma,provider=soft`; for NFS over TCP mount with proto=tcp)", addr)
