@@ -46,9 +46,10 @@ type Arena struct {
 	mu        sync.Mutex
 	hooks     Hooks
 	minSlabs  int
-	maxSlabs  int // lowered to what registered when a registration fails
-	active    int // slabs active or draining
-	peakSlabs int // most active at once
+	maxSlabs  int          // lowered to what registered when a registration fails
+	limit     atomic.Int64 // blocks of maxSlabs slabs, read without mu
+	active    int          // slabs active or draining
+	peakSlabs int          // most active at once
 	shrinkDue time.Duration
 	shrinking *time.Timer // runs while more than minSlabs are active
 }
@@ -101,7 +102,8 @@ func NewArena(n, blockSize int) (*Arena, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.minSlabs, a.maxSlabs = 1, 1
+	a.minSlabs = 1
+	a.setMaxSlabs(1)
 	a.slabs[0].gen.Add(1)
 	a.activate(0)
 	return a, nil
@@ -118,7 +120,7 @@ func NewGrowingArena(n, blockSize, slabBlocks, minSlabs int, shrinkAfter time.Du
 		return nil, err
 	}
 	a.hooks = hooks
-	a.maxSlabs = len(a.slabs)
+	a.setMaxSlabs(len(a.slabs))
 	a.minSlabs = max(1, min(minSlabs, a.maxSlabs))
 	a.shrinkDue = shrinkAfter
 	a.mu.Lock()
@@ -169,10 +171,13 @@ func (a *Arena) BlockSize() int { return a.blockSize }
 
 // Len is the number of blocks the arena may hand out: all it maps, unless
 // a registration failed.
-func (a *Arena) Len() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return min(a.maxSlabs*a.slabBlocks, len(a.blocks))
+func (a *Arena) Len() int { return int(a.limit.Load()) }
+
+// setMaxSlabs sets how many slabs may be active. The caller holds mu (or
+// the arena is new).
+func (a *Arena) setMaxSlabs(n int) {
+	a.maxSlabs = n
+	a.limit.Store(int64(min(n*a.slabBlocks, len(a.blocks))))
 }
 
 // Out is the number of blocks handed out.
@@ -370,7 +375,7 @@ func (a *Arena) growLocked() error {
 		a.slabs[i].gen.Add(1)
 		if a.hooks != nil {
 			if err := a.hooks.Activate(a, i); err != nil {
-				a.maxSlabs = a.active
+				a.setMaxSlabs(a.active)
 				return err
 			}
 		}

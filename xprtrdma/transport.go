@@ -33,8 +33,9 @@ type Config struct {
 	// MaxIO is the largest payload a call or reply carries (the larger of
 	// rsize and wsize): the size of a chunk buffer. Default 1 MiB.
 	MaxIO int
-	// ChunkBuffers is how many chunk buffers the transport registers
-	// (READ data, reply chunks, WRITE payloads). Default 128.
+	// ChunkBuffers is how many chunk buffers the transport registers at
+	// most (READ data, reply chunks, WRITE payloads): it registers them
+	// as calls need them, and deregisters them when idle. Default 128.
 	ChunkBuffers   int
 	ConnectTimeout time.Duration // default 10 s
 	IdleTimeout    time.Duration // default 5 minutes

@@ -30,8 +30,8 @@ func provider(p mountopts.Provider) (verbs.Provider, error) {
 }
 
 // rdmaChunkBuffers is how many chunk buffers (of the largest READ or
-// WRITE each) an RDMA mount registers: READ data lands in them and
-// write-behind fills them.
+// WRITE each) an RDMA mount registers at most, as its calls need them:
+// READ data lands in them and write-behind fills them.
 const rdmaChunkBuffers = 128
 
 // rdmaConnectError says why the mount's RDMA connection to addr failed,
