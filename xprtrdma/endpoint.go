@@ -2,7 +2,6 @@ package xprtrdma
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,13 +18,13 @@ import (
 // rpcrdma_ep). A new connection gets a new endpoint; the arenas stay with
 // the transport.
 type endpoint struct {
-	t       *Transport
-	dev     verbs.Device
-	pd      verbs.PD
-	conn    verbs.Conn
-	smallMR verbs.MR
-	chunkMR verbs.MR
-	reg     registrar
+	t      *Transport
+	dev    verbs.Device
+	pd     verbs.PD
+	conn   verbs.Conn
+	small  slabMRs // registrations of the Send and Receive buffers
+	chunks slabMRs // registrations of the chunk buffers
+	reg    registrar
 
 	inlineSend, inlineRecv int // negotiated with the server (RFC 8797)
 	credits                int // asked of the server: slot_table_entries, or what the device holds
@@ -145,15 +144,22 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	return nil
 }
 
-// register registers the transport's arenas in the endpoint's PD.
+// register registers the active slabs of the transport's arenas in the
+// endpoint's PD. The endpoint joins the transport's list first, so a slab
+// activated meanwhile is registered here too.
 func (ep *endpoint) register() error {
 	t := ep.t
-	var err error
-	if ep.smallMR, err = ep.pd.Register(t.small.Mem(), 0, len(t.small.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
-		return fmt.Errorf("registering the Send and Receive buffers: %w", err)
-	}
-	if ep.chunkMR, err = ep.pd.Register(t.chunks.Mem(), 0, len(t.chunks.Mem().Bytes()), ep.reg.arenaAccess()); err != nil {
-		return fmt.Errorf("registering the chunk buffers: %w", err)
+	ep.small.init(ep, t.small, verbs.AccessLocalWrite, "Send and Receive buffers")
+	ep.chunks.init(ep, t.chunks, ep.reg.arenaAccess(), "chunk buffers")
+	t.addEndpoint(ep)
+	for _, m := range []*slabMRs{&ep.small, &ep.chunks} {
+		err := m.a.EachActive(func(i int) error {
+			_, err := m.register(i)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

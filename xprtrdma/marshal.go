@@ -172,8 +172,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header) error {
 		buf := h.Encode(send[:0])
 		buf = append(buf, call.Head...)
 		buf = append(buf, call.Tail...)
-		setSend(r, ep.smallMR, len(buf))
-		return nil
+		return ep.setSend(r, len(buf))
 	default:
 		whole := r.stage.Bytes()[:0]
 		whole = append(whole, call.Head...)
@@ -191,8 +190,7 @@ func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header) error {
 		t.stats.nomsgCalls.Add(1)
 		t.stats.rdmaRequestBytes.Add(uint64(len(whole)))
 		buf := h.Encode(send[:0])
-		setSend(r, ep.smallMR, len(buf))
-		return nil
+		return ep.setSend(r, len(buf))
 	}
 }
 
@@ -211,10 +209,18 @@ func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, send []byte, pa
 		// named by a third entry.
 		rest := append(send[headLen:headLen], zeroPad[:pad]...)
 		rest = append(rest, call.Tail...)
+		smr, soff, err := ep.small.at(r.send.Off())
+		if err != nil {
+			return err
+		}
+		cmr, coff, err := ep.chunks.at(off)
+		if err != nil {
+			return err
+		}
 		r.sendSGL = [3]verbs.SGE{
-			{MR: ep.smallMR, Offset: r.send.Off(), Length: headLen},
-			{MR: ep.chunkMR, Offset: off, Length: len(call.Payload)},
-			{MR: ep.smallMR, Offset: r.send.Off() + headLen, Length: len(rest)},
+			{MR: smr, Offset: soff, Length: headLen},
+			{MR: cmr, Offset: coff, Length: len(call.Payload)},
+			{MR: smr, Offset: soff + headLen, Length: len(rest)},
 		}
 		r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:3], Signaled: true}
 		return nil
@@ -223,8 +229,7 @@ func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, send []byte, pa
 	buf = append(buf, zeroPad[:pad]...)
 	buf = append(buf, call.Tail...)
 	ep.t.stats.pullupBytes.Add(uint64(len(call.Payload)))
-	setSend(r, ep.smallMR, len(buf))
-	return nil
+	return ep.setSend(r, len(buf))
 }
 
 // exposePayload exposes a read chunk's payload: in place when it lies in
@@ -241,7 +246,12 @@ func (ep *endpoint) exposePayload(r *request, payload []byte) (rpcrdma.Segment, 
 }
 
 // setSend makes r's Send the first n bytes of its Send buffer.
-func setSend(r *request, mr verbs.MR, n int) {
-	r.sendSGL[0] = verbs.SGE{MR: mr, Offset: r.send.Off(), Length: n}
+func (ep *endpoint) setSend(r *request, n int) error {
+	mr, off, err := ep.small.at(r.send.Off())
+	if err != nil {
+		return err
+	}
+	r.sendSGL[0] = verbs.SGE{MR: mr, Offset: off, Length: n}
 	r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:1], Signaled: true}
+	return nil
 }

@@ -60,8 +60,11 @@ func (p persistent) arenaAccess() verbs.Access {
 }
 
 func (p persistent) expose(_ *request, off, n int, _ verbs.Access) (rpcrdma.Segment, error) {
-	mr := p.ep.chunkMR
-	return rpcrdma.Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr() + uint64(off)}, nil
+	mr, rel, err := p.ep.chunks.at(off)
+	if err != nil {
+		return rpcrdma.Segment{}, err
+	}
+	return rpcrdma.Segment{Handle: mr.RKey(), Length: uint32(n), Offset: mr.Addr() + uint64(rel)}, nil
 }
 
 func (p persistent) revoke(*request, uint32, bool) (bool, error) { return false, nil }
@@ -141,6 +144,10 @@ func (w *windows) put(mws ...verbs.MW) {
 func nextRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 
 func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error) {
+	mr, rel, err := w.ep.chunks.at(off)
+	if err != nil {
+		return rpcrdma.Segment{}, err
+	}
 	mw, err := w.get()
 	if err != nil {
 		return rpcrdma.Segment{}, err
@@ -149,7 +156,7 @@ func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.S
 	r.bindWR = verbs.SendWR{
 		ID:     rpcrdma.WRID(wrBind, r.slot),
 		Opcode: verbs.OpBindMW,
-		MW:     mw, BindMR: w.ep.chunkMR, Offset: off, Length: n,
+		MW:     mw, BindMR: mr, Offset: rel, Length: n,
 		BindAccess: access, NewRKey: rkey,
 	}
 	if err := w.ep.conn.PostSend(&r.bindWR); err != nil {
@@ -157,7 +164,7 @@ func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.S
 		return rpcrdma.Segment{}, err
 	}
 	r.mws = append(r.mws, boundWindow{mw: mw, rkey: rkey})
-	return rpcrdma.Segment{Handle: rkey, Length: uint32(n), Offset: w.ep.chunkMR.Addr() + uint64(off)}, nil
+	return rpcrdma.Segment{Handle: rkey, Length: uint32(n), Offset: mr.Addr() + uint64(rel)}, nil
 }
 
 // revoke invalidates the windows the server did not, with one local

@@ -98,7 +98,7 @@ func (ep *endpoint) send(ctx context.Context, deadline time.Time, r *request, ca
 // until the try's deadline, ctx's end or the connection's. Only a call
 // that has to wait pays for the deadline's context and timer.
 func (ep *endpoint) getBlock(ctx context.Context, deadline time.Time, a *rpcrdma.Arena) (*rpcrdma.Block, error) {
-	if b := a.TryGet(); b != nil {
+	if b := tryGetOrGrow(a); b != nil {
 		return b, nil
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
@@ -135,7 +135,12 @@ func (ep *endpoint) unwind(r *request) {
 // postRecv posts the Receive buffer b, which goes up before r's Send (with
 // r's work request), or gives it back if it cannot.
 func (ep *endpoint) postRecv(r *request, b *rpcrdma.Block) error {
-	r.recvSGL[0] = verbs.SGE{MR: ep.smallMR, Offset: b.Off(), Length: ep.t.small.BlockSize()}
+	mr, off, err := ep.small.at(b.Off())
+	if err != nil {
+		b.Release()
+		return err
+	}
+	r.recvSGL[0] = verbs.SGE{MR: mr, Offset: off, Length: ep.t.small.BlockSize()}
 	r.recvWR = verbs.RecvWR{ID: rpcrdma.WRID(wrRecv, b.Index()), SGL: r.recvSGL[:]}
 	if err := ep.conn.PostRecv(&r.recvWR); err != nil {
 		b.Release()

@@ -33,7 +33,21 @@ type stats struct {
 	localInv      atomic.Uint64 // local invalidations posted
 	creditWaits   atomic.Uint64 // calls that waited for a credit
 	payloadCopies atomic.Uint64 // read chunk payloads copied because they were not in a transport buffer
+
+	// Bytes of the transport's buffers its connections have registered
+	// (pinned) now, and the most at once: no kernel counter has them.
+	registered, registeredPeak atomic.Int64
 }
+
+// registeredBytes counts a registration of n bytes.
+func (s *stats) registeredBytes(n int) {
+	now := s.registered.Add(int64(n))
+	for p := s.registeredPeak.Load(); now > p && !s.registeredPeak.CompareAndSwap(p, now); p = s.registeredPeak.Load() {
+	}
+}
+
+// unregistered counts a registration of n bytes undone.
+func (s *stats) unregistered(n int) { s.registered.Add(-int64(n)) }
 
 // line renders the counters as the kernel's "xprt: rdma" line, without the
 // "xprt:" prefix: bind_count connect_count connect_time idle_time sends
@@ -43,12 +57,15 @@ type stats struct {
 // bad_reply_count nomsg_call_count, then the kernel's memory registration
 // counters (windows reused, orphaned, allocated, local invalidations, empty
 // send queue waits, replies that waited for their Send) and, last, rdmafs's
-// own: read chunk payloads copied.
+// own: read chunk payloads copied, and the bytes of buffers registered now
+// and at most (what the mount pins: its buffers grow with the calls in
+// flight and shrink when idle).
 func (s *stats) line() string {
-	return fmt.Sprintf("rdma 0 %s %d %d %d %d %d %d %d %d %d %d %d %d 0 %d %d %d 0 %d",
+	return fmt.Sprintf("rdma 0 %s %d %d %d %d %d %d %d %d %d %d %d %d 0 %d %d %d 0 %d %d %d",
 		s.Common(),
 		s.readChunks.Load(), s.writeChunks.Load(), s.replyChunks.Load(),
 		s.rdmaRequestBytes.Load(), s.rdmaReplyBytes.Load(), s.pullupBytes.Load(), s.fixupBytes.Load(),
 		s.hardwayRegister.Load(), s.failedMarshal.Load(), s.badReplies.Load(), s.nomsgCalls.Load(),
-		s.mwReused.Load(), s.mwAllocated.Load(), s.localInv.Load(), s.creditWaits.Load(), s.payloadCopies.Load())
+		s.mwReused.Load(), s.mwAllocated.Load(), s.localInv.Load(), s.creditWaits.Load(), s.payloadCopies.Load(),
+		s.registered.Load(), s.registeredPeak.Load())
 }

@@ -74,15 +74,14 @@ func (ep *endpoint) teardown() {
 
 // release frees the endpoint's verbs resources.
 func (ep *endpoint) release() {
-	if ep.chunkMR != nil {
-		ep.chunkMR.Deregister()
-	}
-	if ep.smallMR != nil {
-		ep.smallMR.Deregister()
-	}
+	ep.t.removeEndpoint(ep)
+	// Windows first: a region with windows bound cannot be
+	// deregistered.
 	if ep.reg != nil {
 		ep.reg.close()
 	}
+	ep.chunks.close()
+	ep.small.close()
 	if ep.pd != nil {
 		ep.pd.Close()
 	}

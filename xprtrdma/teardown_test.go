@@ -25,7 +25,7 @@ func TestTeardownWhileCallWaitsForChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var held []*rpcrdma.Block
-	for blk := tr.chunks.TryGet(); blk != nil; blk = tr.chunks.TryGet() {
+	for blk := tryGetOrGrow(tr.chunks); blk != nil; blk = tryGetOrGrow(tr.chunks) {
 		held = append(held, blk)
 	}
 	release := func() {

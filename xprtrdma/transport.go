@@ -33,8 +33,9 @@ type Config struct {
 	// MaxIO is the largest payload a call or reply carries (the larger of
 	// rsize and wsize): the size of a chunk buffer. Default 1 MiB.
 	MaxIO int
-	// ChunkBuffers is how many chunk buffers the transport registers
-	// (READ data, reply chunks, WRITE payloads). Default 128.
+	// ChunkBuffers is how many chunk buffers the transport registers at
+	// most (READ data, reply chunks, WRITE payloads): it registers them
+	// as calls need them, and deregisters them when idle. Default 128.
 	ChunkBuffers   int
 	ConnectTimeout time.Duration // default 10 s
 	IdleTimeout    time.Duration // default 5 minutes
@@ -63,6 +64,9 @@ type Transport struct {
 
 	mu     sync.Mutex
 	logged map[string]bool
+
+	epsMu sync.Mutex
+	eps   []*endpoint // connections whose registrations follow the arenas' slabs
 
 	stats stats
 }
@@ -107,19 +111,64 @@ func New(cfg Config) (*Transport, error) {
 		t.conns.Probe = func(ctx context.Context) bool { return p.Probe(ctx, cfg.Addr) == nil }
 	}
 	var err error
-	// Sends and Receives: a Send and two Receives per credit (a reply the
-	// caller still holds keeps its Receive buffer), and some spare.
+	hooks := slabHooks{t}
+	// Sends and Receives: at most a Send and two Receives per credit (a
+	// reply the caller still holds keeps its Receive buffer), and some
+	// spare. They are registered as calls need them, so a slot table
+	// larger than the device or the server's grant allows costs address
+	// space only.
 	inline := max(cfg.MaxInlineRead, cfg.MaxInlineWrite)
-	if t.small, err = rpcrdma.NewArena(3*cfg.Credits+16, inline); err != nil {
+	n := 3*cfg.Credits + 16
+	if t.small, err = rpcrdma.NewGrowingArena(n, inline, max(smallSlabBlocks, (n+maxSlabs-1)/maxSlabs), 1, shrinkAfter, hooks); err != nil {
 		return nil, err
 	}
-	// Chunk buffers, a page multiple each so windows align.
+	// Chunk buffers, a page multiple each so windows align, in slabs of
+	// chunkSlabBytes.
 	blockSize := (cfg.MaxIO + 4095) &^ 4095
-	if t.chunks, err = rpcrdma.NewArena(cfg.ChunkBuffers, blockSize); err != nil {
+	if t.chunks, err = rpcrdma.NewGrowingArena(cfg.ChunkBuffers, blockSize, max(1, chunkSlabBytes/blockSize), 1, shrinkAfter, hooks); err != nil {
 		t.small.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// The transport's buffers grow by slabs, each one registration, as calls
+// find none free, and shrink when the calls of a period (shrinkAfter) used
+// fewer than are registered. An idle mount keeps one slab of each arena:
+// 256 KiB of Send and Receive buffers at the default 4 KiB inline size,
+// and 4 MiB of chunk buffers (four at the default 1 MiB rsize), which fit
+// under the 8 MiB RLIMIT_MEMLOCK many systems default to. A step of 4 MiB
+// is a registration per four 1 MiB calls in flight at most, made once
+// while the load lasts: 32 steps to the 128 MiB of 128 chunk buffers.
+const (
+	chunkSlabBytes  = 4 << 20
+	smallSlabBlocks = 64
+	maxSlabs        = 128 // of the Send and Receive arena, whatever slot_table_entries
+	// shrinkAfter: a slab unused for 5 to 10 s is retired. Long
+	// enough that a steady load, or one with pauses of a few seconds,
+	// keeps its buffers; short enough that a mount left idle gives
+	// them back soon after.
+	shrinkAfter = 5 * time.Second
+)
+
+// addEndpoint adds ep to the connections whose registrations follow the
+// arenas' slabs.
+func (t *Transport) addEndpoint(ep *endpoint) {
+	t.epsMu.Lock()
+	t.eps = append(t.eps, ep)
+	t.epsMu.Unlock()
+}
+
+// removeEndpoint takes ep out of them, once it is released.
+func (t *Transport) removeEndpoint(ep *endpoint) {
+	t.epsMu.Lock()
+	defer t.epsMu.Unlock()
+	for i, e := range t.eps {
+		if e == ep {
+			t.eps = append(t.eps[:i], t.eps[i+1:]...)
+			return
+		}
+	}
 }
 
 // RoundTrip implements sunrpc.Transport.
@@ -172,6 +221,10 @@ func (t *Transport) dialEndpoint(ctx context.Context) (*endpoint, error) {
 		if errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider) {
 			return nil, err
 		}
+		if errors.Is(err, ErrMemLock) {
+			// Not the server's doing: the next attempt pins as much.
+			return nil, fmt.Errorf("xprtrdma: %s: %w (%s)", t.cfg.Addr, err, MemLockHint())
+		}
 		var ve *verbs.VerbError
 		if errors.As(err, &ve) && errors.Is(ve.Err, syscall.EINVAL) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, t.cfg.Addr, err)
@@ -211,14 +264,26 @@ func (t *Transport) connected() { t.conns.Worked() }
 // PayloadBuffer implements sunrpc.PayloadBuffers: a chunk buffer, which a
 // WRITE sends from without copying, while enough are left for calls.
 func (t *Transport) PayloadBuffer(n int) *sunrpc.Buffer {
-	if n > t.chunks.BlockSize() || t.chunks.Free() <= payloadReserve {
+	if n > t.chunks.BlockSize() || t.chunks.Len()-t.chunks.Out() <= payloadReserve {
 		return nil
 	}
-	b := t.chunks.TryGet()
+	b := tryGetOrGrow(t.chunks)
 	if b == nil {
 		return nil
 	}
 	return b.Buffer(n)
+}
+
+// tryGetOrGrow takes a free block of a, growing a if none is free.
+func tryGetOrGrow(a *rpcrdma.Arena) *rpcrdma.Block {
+	for {
+		if b := a.TryGet(); b != nil {
+			return b
+		}
+		if !a.Grow() {
+			return nil
+		}
+	}
 }
 
 // XprtStats implements sunrpc.Transport.

@@ -89,7 +89,7 @@ func TestChunkWaitEndsAtDeadline(t *testing.T) {
 	c := nfs3.NewClient(rpc)
 	fh := b.create(t, c, "f")
 	var held []*rpcrdma.Block
-	for blk := tr.chunks.TryGet(); blk != nil; blk = tr.chunks.TryGet() {
+	for blk := tryGetOrGrow(tr.chunks); blk != nil; blk = tryGetOrGrow(tr.chunks) {
 		held = append(held, blk)
 	}
 	defer func() {

@@ -25,7 +25,7 @@ var (
 			"total_rdma_request", "total_rdma_reply", "pullup_copy_count", "fixup_copy_count",
 			"hardway_register_count", "failed_marshal_count", "bad_reply_count", "nomsg_call_count",
 			"mrs_recycled", "mrs_orphaned", "mrs_allocated", "local_inv_needed", "empty_sendctx_q",
-			"reply_waits_for_send", "payload_copies"},
+			"reply_waits_for_send", "payload_copies", "registered_bytes", "registered_peak_bytes"},
 	}
 	opFieldNames = []string{"ops", "trans", "timeouts", "bytes_sent", "bytes_recv", "queue_ms", "rtt_ms",
 		"execute_ms", "errors"}

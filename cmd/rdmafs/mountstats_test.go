@@ -20,7 +20,7 @@ const sampleStats = `device srv:/export mounted on /mnt/a\040b with fstype nfs s
 	events:	1 0 1 0 4 4 0 0 0 1 0 5 0 0 4 0 0 4 0 0 0 0 0 0 0 0 0 
 	bytes:	300000 3150733 0 1048576 300000 4199309 74 771 
 	RPC iostats version: 1.1  p/v: 100003/3 (nfs)
-	xprt:	rdma 0 1 1 0 0 19 19 0 25 0 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19
+	xprt:	rdma 0 1 1 0 0 19 19 0 25 0 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 4456448 8650752
 	per-op statistics
 	        NULL: 0 0 0 0 0 0 0 0 0
 	        READ: 10 12 2 960 10485760 5 40 50 1

@@ -30,8 +30,8 @@ func provider(p mountopts.Provider) (verbs.Provider, error) {
 }
 
 // rdmaChunkBuffers is how many chunk buffers (of the largest READ or
-// WRITE each) an RDMA mount registers: READ data lands in them and
-// write-behind fills them.
+// WRITE each) an RDMA mount registers at most, as its calls need them:
+// READ data lands in them and write-behind fills them.
 const rdmaChunkBuffers = 128
 
 // rdmaConnectError says why the mount's RDMA connection to addr failed,
@@ -41,6 +41,10 @@ func rdmaConnectError(ctx context.Context, err error, addr string, prov mountopt
 	var why string
 	switch {
 	case errors.Is(err, verbs.ErrNoDevice) || errors.Is(err, verbs.ErrNoProvider):
+		return fmt.Errorf("proto=rdma: %w", err)
+	case errors.Is(err, xprtrdma.ErrMemLock):
+		// The error names RLIMIT_MEMLOCK and the options that lower
+		// what a mount pins.
 		return fmt.Errorf("proto=rdma: %w", err)
 	case errors.Is(err, soft.ErrNotSoftPeer):
 		why = fmt.Sprintf("%s is a TCP service, not rdmafs's software RDMA (provider=soft talks only to "+

@@ -61,7 +61,8 @@ var rdmaFields = []string{"port", "bind_count", "connect_count", "connect_time",
 	"bad_xids", "req_u", "bklog_u", "read_chunk_count", "write_chunk_count", "reply_chunk_count",
 	"total_rdma_request", "total_rdma_reply", "pullup_copy_count", "fixup_copy_count", "hardway_register_count",
 	"failed_marshal_count", "bad_reply_count", "nomsg_call_count", "mrs_recycled", "mrs_orphaned", "mrs_allocated",
-	"local_inv_needed", "empty_sendctx_q", "reply_waits_for_send", "payload_copies"}
+	"local_inv_needed", "empty_sendctx_q", "reply_waits_for_send", "payload_copies", "registered_bytes",
+	"registered_peak_bytes"}
 
 // checkRDMAStats reads the mount's xprt line, checks it is RPC-over-RDMA
 // with no failure counted, and returns its fields.
