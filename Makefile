@@ -77,7 +77,7 @@ e2e:
 
 # the differential test and the exerciser at length, in one guest boot (not in CI)
 e2e-soak:
-	RDMAFS_DIFF_SCRIPTS=$${RDMAFS_DIFF_SCRIPTS:-40} RDMAFS_EXERCISER_OPS=$${RDMAFS_EXERCISER_OPS:-40000} \
+	RDMAFS_DIFF_SEED=$${RDMAFS_DIFF_SEED:-random} RDMAFS_DIFF_SCRIPTS=$${RDMAFS_DIFF_SCRIPTS:-40} RDMAFS_EXERCISER_OPS=$${RDMAFS_EXERCISER_OPS:-40000} \
 	LAB_TEST_TIMEOUT=$${LAB_TEST_TIMEOUT:-100m} LAB_TIMEOUT=$${LAB_TIMEOUT:-7200} \
 		test/e2e/lab.sh e2e -test.run 'TestDifferential|TestExerciserKnfsd'
 
