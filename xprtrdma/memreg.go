@@ -38,11 +38,11 @@ type registrar interface {
 	// forget ends r's exposures without posting anything, for a call
 	// that will not complete on a live connection (it was not sent, or
 	// its connection is gone): registrations are undone; windows stay
-	// bound until close, after the queue pair is gone (an invalidation
-	// would complete after r is).
+	// bound until close (an invalidation would complete after r is).
 	forget(r *request)
-	// close frees what the registrar holds once the connection's queue
-	// pair is gone.
+	// close frees what the registrar holds once no completion can come:
+	// the connection's completion loop has ended, or its queue pair is
+	// gone. A second close does nothing.
 	close()
 }
 
@@ -109,9 +109,10 @@ func (p perCall) close() {}
 
 // windows binds a memory window per chunk.
 type windows struct {
-	ep   *endpoint
-	mu   sync.Mutex
-	free []verbs.MW
+	ep     *endpoint
+	mu     sync.Mutex
+	free   []verbs.MW
+	closed bool // by close, which frees each window once
 }
 
 func (w *windows) arenaAccess() verbs.Access { return verbs.AccessLocalWrite | verbs.AccessMWBind }
@@ -212,6 +213,13 @@ func (w *windows) forget(*request) {}
 // close closes every window: the free ones and those still bound for
 // requests that never completed.
 func (w *windows) close() {
+	w.mu.Lock()
+	closed := w.closed
+	w.closed = true
+	w.mu.Unlock()
+	if closed {
+		return
+	}
 	for _, mw := range w.free {
 		mw.Close()
 	}

@@ -28,6 +28,10 @@ func (ep *endpoint) fail(err error) {
 	go ep.teardown()
 }
 
+// drainWait is how long teardown waits for the completion loop to see the
+// flush of everything posted.
+const drainWait = 5 * time.Second
+
 // slowDestroy is how long the destruction of a connection may take before
 // it is logged.
 const slowDestroy = 5 * time.Second
@@ -40,12 +44,28 @@ func (ep *endpoint) teardown() {
 	ep.closed = true
 	ep.postMu.Unlock()
 	if ep.conn != nil {
+		// The queue pair goes to the error state, everything posted on
+		// it flushes, and the completion loop ends once it has seen
+		// that. Then the windows go, before the queue pair: rxe holds a
+		// reference to a queue pair for every window bound on it, and
+		// destroying the queue pair waits up to 50 s for them (the
+		// windows of calls lost with a connection are still bound).
+		ep.conn.Disconnect()
+		select {
+		case <-ep.loopDone:
+			if ep.reg != nil {
+				ep.reg.close()
+			}
+		case <-time.After(drainWait):
+			// The device does not flush: the queue pair's
+			// destruction ends the loop, and the windows go after.
+		}
 		start := time.Now()
 		ep.conn.Close()
 		if d := time.Since(start); d > slowDestroy {
 			// rxe, for one, waits up to 50 s for references to a queue
-			// pair it failed to drop; the admin should know why the
-			// daemon lingers.
+			// pair that are not given back; the admin should know why
+			// the daemon lingers.
 			ep.t.logf("xprtrdma: %s: the device took %v to destroy the queue pair of a connection that ended", ep.t.cfg.Addr, d.Round(time.Second))
 		}
 		<-ep.loopDone

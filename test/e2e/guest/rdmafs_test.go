@@ -82,12 +82,7 @@ func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 }
 
 // daemonExit is how long rdmafs may take to exit once its mount is gone.
-// Destroying a queue pair on rxe waits up to 50 s for references the
-// driver failed to drop (rxe_pool.c, __rxe_cleanup), which happens now and
-// then after knfsd closed the connection (TestRdmafsRDMAKnfsdRestart saw a
-// daemon wait there, in ib_destroy_qp, for more than 30 s); rdmafs logs a
-// destruction that took long.
-const daemonExit = 60 * time.Second
+const daemonExit = 30 * time.Second
 
 // wait returns rdmafs's exit status once it has exited, at most within
 // limit; if it has not by then, it fails the test after SIGQUIT, which

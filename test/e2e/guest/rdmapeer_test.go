@@ -101,11 +101,19 @@ func mountKernelOnServe(t *testing.T, e labEnv, port string, rdmaPort int, proto
 
 // TestRdmafsRDMAKnfsdRestart restarts knfsd while rdmafs (proto=rdma, hard)
 // writes a file: the write goes on once knfsd is back, and the server's
-// copy has the checksum of what was written.
+// copy has the checksum of what was written. Then rdmafs unmounts and
+// exits promptly: the lost connection's queue pair was destroyed without
+// delay (rxe makes its destruction wait up to 50 s while memory windows of
+// the calls lost with it are still bound to it).
 func TestRdmafsRDMAKnfsdRestart(t *testing.T) {
 	e := lab(t)
-	rdmafsBin(t, e)
-	mnt := mountRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=50")
+	m := startRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=50")
+	mnt := m.dir
+	defer func() {
+		if t.Failed() {
+			t.Logf("rdmafs output:\n%s", m.out)
+		}
+	}()
 	src := filepath.Join(t.TempDir(), "src")
 	run(t, time.Minute, "dd", "if=/dev/urandom", "of="+src, "bs=1M", "count=192", "status=none")
 	name := fmt.Sprintf("restart-%d", time.Now().UnixNano())
@@ -150,6 +158,13 @@ func TestRdmafsRDMAKnfsdRestart(t *testing.T) {
 	want, got := sum(t, src), sum(t, serverCopy)
 	if want != got {
 		t.Fatalf("server copy has sha256 %s, written %s", got, want)
+	}
+	unmount(t, mnt, "fusermount3", "-u", mnt)
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Errorf("rdmafs exited with %v after unmount", err)
+	}
+	if strings.Contains(m.out.String(), "to destroy the queue pair") {
+		t.Errorf("destroying a queue pair took long:\n%s", m.out)
 	}
 }
 
