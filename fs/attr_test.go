@@ -244,3 +244,28 @@ func TestFailedCallsRefreshTheDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestSillyRenameRefreshesAttributes: unlinking an open file renames it to
+// a hidden name, which changes its ctime on the server; its attributes
+// must show that at once, as the kernel client's do.
+func TestSillyRenameRefreshesAttributes(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	a := h.as(alice, alice)
+	node, fh := a.mustCreate(rootNode, "f", 0o644)
+	before, en := a.getattr(node)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	time.Sleep(20 * time.Millisecond) // a ctime the server can tell apart
+	if en := a.unlink(rootNode, "f"); en != 0 {
+		t.Fatal(en)
+	}
+	after, en := a.getattr(node)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	if after.Ctime == before.Ctime && after.Ctimensec == before.Ctimensec {
+		t.Errorf("ctime of an open file after its unlink (a rename to a hidden name on the server): unchanged %d.%09d", after.Ctime, after.Ctimensec)
+	}
+	a.close(node, fh)
+}

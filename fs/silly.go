@@ -34,6 +34,7 @@ func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *obje
 		return false, err
 	}
 	f.setWcc(dir, &toWcc)
+	f.invalidate(obj) // the rename changed its ctime
 	obj.mu.Lock()
 	closed := obj.opens == 0
 	if !closed {
