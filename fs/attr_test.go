@@ -1,13 +1,19 @@
 package fs
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 const alice, bob = 2001, 2002
@@ -268,4 +274,66 @@ func TestSillyRenameRefreshesAttributes(t *testing.T) {
 		t.Errorf("ctime of an open file after its unlink (a rename to a hidden name on the server): unchanged %d.%09d", after.Ctime, after.Ctimensec)
 	}
 	a.close(node, fh)
+}
+
+// TestLateReplyKeepsNewerAttributes: the attributes a READ reply carries
+// were the file's when the server read it; a truncate that completes while
+// the reply is on its way is newer, and the reply must not undo it (the
+// kernel client orders attribute updates the same way). The guest's
+// exerciser saw an fstat show the size from before an ftruncate to 0.
+func TestLateReplyKeepsNewerAttributes(t *testing.T) {
+	var holdReads atomic.Bool
+	replied := make(chan struct{}, 1)
+	release := make(chan struct{})
+	h := newHarness(t, harnessConfig{wrap: func(tr sunrpc.Transport) sunrpc.Transport {
+		return &lateReplies{Transport: tr, late: func(call *sunrpc.Call) bool {
+			return holdReads.Load() && call.Proc == nfs3.ProcRead
+		}, replied: replied, release: release}
+	}})
+	h.writeServerFile("f", bytes.Repeat([]byte("x"), 8192), 0o666)
+	node := h.mustLookup(rootNode, "f")
+	fh, _, en := h.open(node, syscall.O_RDWR)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	holdReads.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.read(node, fh, 0, 4096)
+	}()
+	<-replied // the server has read the file at 8192 bytes
+	holdReads.Store(false)
+	var in fuse.SetAttrIn
+	in.Valid, in.Size, in.Fh = fuse.FATTR_SIZE|fuse.FATTR_FH, 0, fh
+	if _, en := h.setattr(node, in); en != 0 {
+		t.Fatal(en)
+	}
+	close(release)
+	<-done
+	if attr, en := h.getattr(node); en != 0 || attr.Size != 0 {
+		t.Errorf("size after a truncate to 0 and a READ reply from before it: %d (%v), want 0", attr.Size, en)
+	}
+	h.close(node, fh)
+}
+
+// lateReplies holds the replies of the calls late says so until release
+// is closed, after telling replied: replies that overtake later calls.
+type lateReplies struct {
+	sunrpc.Transport
+	late    func(*sunrpc.Call) bool
+	replied chan struct{}
+	release chan struct{}
+}
+
+var _ sunrpc.Transport = (*lateReplies)(nil)
+
+func (l *lateReplies) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
+	late := l.late(call)
+	err := l.Transport.RoundTrip(ctx, call)
+	if late {
+		l.replied <- struct{}{}
+		<-l.release
+	}
+	return err
 }

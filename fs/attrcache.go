@@ -8,6 +8,7 @@ package fs
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -29,9 +30,24 @@ func (f *FS) acBounds(t nfs3.FileType) (lo, hi time.Duration) {
 // minimum to the maximum of the attribute cache, and falls back to the
 // minimum when they change.
 func (f *FS) setAttr(obj *object, a *nfs3.Fattr) {
+	f.setAttrSince(obj, a, math.MaxUint64)
+}
+
+// setAttrSince records the attributes of a READ or WRITE reply to a call
+// made when FS.attrGen was since, unless obj's attributes were set after
+// the call began and these are not newer (by ctime): a reply on its way
+// while a truncate completes carries the file as it was before the
+// truncate. The kernel client orders attribute updates so too (its
+// attribute generation counter, and the ctime). setAttr always applies.
+func (f *FS) setAttrSince(obj *object, a *nfs3.Fattr, since uint64) {
 	lo, hi := f.acBounds(obj.typ)
+	gen := f.attrGen.Add(1)
 	obj.mu.Lock()
 	defer obj.mu.Unlock()
+	if obj.attrGen > since && !newer(a.Ctime, obj.attr.Ctime) {
+		return
+	}
+	obj.attrGen = gen
 	if obj.attrExpires.IsZero() || a.Mode != obj.attr.Mode || a.UID != obj.attr.UID || a.GID != obj.attr.GID || a.Ctime != obj.attr.Ctime {
 		// Who may do what follows from these; a server that keeps
 		// ACLs changes the ctime when it changes one.
@@ -138,4 +154,9 @@ func (f *FS) fillEntry(dir, child *object, a *nfs3.Fattr, out *fuse.EntryOut) {
 		out.SetEntryTimeout(dir.attrTimeo)
 		dir.mu.Unlock()
 	}
+}
+
+// newer reports whether time a is after time b.
+func newer(a, b nfs3.Time) bool {
+	return a.Sec > b.Sec || a.Sec == b.Sec && a.Nsec > b.Nsec
 }

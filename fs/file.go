@@ -125,11 +125,12 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	}
 	if len(dest) <= f.opts.RSize {
 		rr := readResults.Get().(*readResult)
+		since := f.attrGen.Load()
 		if err := f.nfs.Read(ctx, h.cred, &h.obj.fh, uint64(off), uint32(len(dest)), &rr.res); err != nil {
 			rr.Done()
 			return nil, errno(err)
 		}
-		f.readDone(h.obj, &rr.res)
+		f.readDone(h.obj, &rr.res, since)
 		got := len(rr.res.Data)
 		if got == len(dest) || rr.res.EOF && h.obj.pendingEnd() <= off+int64(got) {
 			return rr, 0
@@ -152,6 +153,7 @@ func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int
 	for n < len(dest) && !eof {
 		count := min(len(dest)-n, f.opts.RSize)
 		var res nfs3.ReadResult
+		since := f.attrGen.Load()
 		err := f.nfs.Read(ctx, h.cred, &h.obj.fh, uint64(off)+uint64(n), uint32(count), &res)
 		if err != nil {
 			res.Release()
@@ -160,7 +162,7 @@ func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int
 			}
 			return nil, errno(err)
 		}
-		f.readDone(h.obj, &res)
+		f.readDone(h.obj, &res, since)
 		got := copy(dest[n:], res.Data)
 		eof = res.EOF
 		res.Release()
@@ -180,9 +182,9 @@ func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-func (f *FS) readDone(obj *object, res *nfs3.ReadResult) {
+func (f *FS) readDone(obj *object, res *nfs3.ReadResult, since uint64) {
 	if res.HasAttr {
-		f.setAttr(obj, &res.Attr)
+		f.setAttrSince(obj, &res.Attr, since)
 	}
 }
 
@@ -212,13 +214,14 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	for done < len(data) {
 		chunk := data[done:min(len(data), done+f.opts.WSize)]
 		var res nfs3.WriteResult
+		since := f.attrGen.Load()
 		if err := f.nfs.Write(ctx, h.cred, &h.obj.fh, uint64(off)+uint64(done), chunk, h.stable, &res); err != nil {
 			if done > 0 {
 				break
 			}
 			return 0, errno(err)
 		}
-		f.writeDone(h.obj, &res.Wcc)
+		f.writeDone(h.obj, &res.Wcc, since)
 		if res.Count == 0 {
 			return uint32(done), syscall.EIO
 		}

@@ -91,7 +91,10 @@ type FS struct {
 	objects objectTable
 
 	sillyCount atomic.Uint64
-	events     ioEvents // the FUSE requests, for WriteStats
+	// attrGen counts attribute updates, to order them: see
+	// setAttrSince.
+	attrGen atomic.Uint64
+	events  ioEvents // the FUSE requests, for WriteStats
 
 	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
 

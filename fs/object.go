@@ -23,6 +23,7 @@ type object struct {
 	attr        nfs3.Fattr
 	attrExpires time.Time     // attr is fresh until then
 	attrTimeo   time.Duration // current adaptive timeout
+	attrGen     uint64        // FS.attrGen when attr was last set
 	// The attributes the kernel's cached data was valid for, to decide
 	// at open whether to drop it (close-to-open).
 	dataAttr  nfs3.Fattr

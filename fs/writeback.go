@@ -264,6 +264,7 @@ func (wb *writeback) send(e *extent) {
 	var err error
 	for done := 0; done < e.n && err == nil; {
 		var res nfs3.WriteResult
+		since := f.attrGen.Load()
 		err = f.nfs.Write(context.Background(), e.cred, &wb.obj.fh, uint64(e.off)+uint64(done), e.data()[done:], e.stable, &res)
 		if err != nil {
 			break
@@ -272,7 +273,7 @@ func (wb *writeback) send(e *extent) {
 			err = errors.New("server wrote nothing")
 			break
 		}
-		f.writeDone(wb.obj, &res.Wcc)
+		f.writeDone(wb.obj, &res.Wcc, since)
 		if done > 0 && res.Verf != verf {
 			// The server restarted between the parts: make COMMIT see a
 			// verifier that cannot match, so the whole extent goes again.
@@ -476,10 +477,11 @@ func (wb *writeback) commitInBackground() {
 	}()
 }
 
-// writeDone records the attributes a WRITE returned. When the file was
-// what the kernel's cached data was valid for just before, the change is
-// this client's own, and the cached data stays valid.
-func (f *FS) writeDone(obj *object, w *nfs3.Wcc) {
+// writeDone records the attributes a WRITE, sent when FS.attrGen was
+// since, returned (see setAttrSince). When the file was what the kernel's
+// cached data was valid for just before, the change is this client's own,
+// and the cached data stays valid.
+func (f *FS) writeDone(obj *object, w *nfs3.Wcc, since uint64) {
 	if !w.HasAfter {
 		f.invalidate(obj)
 		return
@@ -490,5 +492,5 @@ func (f *FS) writeDone(obj *object, w *nfs3.Wcc) {
 		obj.dataAttr = w.After
 	}
 	obj.mu.Unlock()
-	f.setAttr(obj, &w.After)
+	f.setAttrSince(obj, &w.After, since)
 }
