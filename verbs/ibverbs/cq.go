@@ -16,6 +16,9 @@ import (
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
+// debug, set by RDMAFS_IBVERBS_DEBUG=1 in the environment, traces every
+// work completion and drain to standard error: what a device did, for a
+// fault that only shows on hardware or rxe.
 var debug = os.Getenv("RDMAFS_IBVERBS_DEBUG") != ""
 
 // spinsPerCall is how many times a polling Wait polls the CQ in C before
