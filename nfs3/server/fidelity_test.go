@@ -411,3 +411,44 @@ func TestReaddirCookiesAreOffsets(t *testing.T) {
 		t.Errorf("READDIRPLUS with room for no entry: %d, want TOOSMALL", st)
 	}
 }
+
+// TestStrangerSetsMtimeToNow: a caller who may write a file but does not
+// own it may set its mtime to the server's time without its atime, as
+// knfsd lets it (the kernel client's open with O_TRUNC sends that, with
+// the new size). utimensat lets such a caller set both times to now only.
+func TestStrangerSetsMtimeToNow(t *testing.T) {
+	root := exportDir(t)
+	path := filepath.Join(root, "shared")
+	os.WriteFile(path, []byte("data"), 0o666)
+	os.Chown(path, 1000, 1000)
+	os.Chmod(path, 0o666)
+	old := time.Unix(1_000_000_000, 0)
+	os.Chtimes(path, old, old)
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
+	c := dialServer(t, addr)
+	fh := c.mustLookup(c.root(), "shared")
+	if st := c.setattrTimes(asUser(2000), fh, timeDontChange, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3OK {
+		t.Fatalf("SETATTR mtime=server time by a stranger who may write: status %d, want NFS3_OK", st)
+	}
+	if mt := statxOf(t, path).Mtime; mt.Sec == old.Unix() {
+		t.Errorf("mtime still %d after SETATTR mtime=server time", mt.Sec)
+	}
+	// What the kernel client sends for open(O_TRUNC): size 0 and mtime
+	// set to the server's time.
+	os.Chtimes(path, old, old)
+	a := fhArg(fh)
+	a.Uint32(0) // mode
+	a.Uint32(0) // uid
+	a.Uint32(0) // gid
+	a.Uint32(1) // size
+	a.Uint64(0)
+	a.Uint32(timeDontChange)
+	a.Uint32(timeServer)
+	a.Uint32(0) // no guard
+	if st := c.status(nfsSetattr, asUser(2000), a); st != nfs3OK {
+		t.Fatalf("SETATTR size 0, mtime=server time by a stranger who may write: status %d, want NFS3_OK", st)
+	}
+	if st := statxOf(t, path); st.Size != 0 || st.Mtime.Sec == old.Unix() {
+		t.Errorf("after SETATTR size 0, mtime=server time: size %d, mtime %d", st.Size, st.Mtime.Sec)
+	}
+}

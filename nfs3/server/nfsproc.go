@@ -214,15 +214,27 @@ func (w *worker) applySattr(n *node, s *sattr) error {
 			return err
 		}
 	}
-	if s.atimeHow != timeDontChange || s.mtimeHow != timeDontChange {
-		return setTimesFD(n.fd, n.isLink(), timespecs(s))
+	if s.atimeHow == timeDontChange && s.mtimeHow == timeDontChange {
+		return nil
 	}
-	return nil
+	if s.setSize && s.atimeHow == timeDontChange && s.mtimeHow == timeServer {
+		// The truncate set the mtime to now (ftruncate always does):
+		// all that is asked, and what an open with O_TRUNC sends.
+		return nil
+	}
+	err := setTimesFD(n.fd, n.isLink(), timespecs(s))
+	if err == unix.EPERM && s.atimeHow != timeClient && s.mtimeHow != timeClient {
+		// utimensat lets a caller who may write but does not own the
+		// file set both times to now, never one alone; knfsd sets one
+		// alone. Both, rather than a refusal.
+		err = setTimesFD(n.fd, n.isLink(), nil)
+	}
+	return err
 }
 
 // timespecs turns a sattr3's times into utimensat's: "set to server time"
-// is UTIME_NOW, which needs only write permission, where a client's time
-// needs ownership, as in knfsd.
+// is UTIME_NOW, where a client's time needs ownership, as in knfsd. Both
+// set to now need only write permission (applySattr).
 func timespecs(s *sattr) []unix.Timespec {
 	one := func(how uint32, t [2]uint32) unix.Timespec {
 		switch how {
