@@ -1,9 +1,7 @@
 package workload
 
 import (
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"testing"
 	"time"
@@ -38,35 +36,7 @@ func RunSmall(t testing.TB, mnt string, check Checker) {
 	t.Logf("workload: small run done in %v", time.Since(start).Round(time.Millisecond))
 }
 
-func (w *runner) smallFiles() {
-	w.mkdir(w.dir)
-	for _, size := range SmallFileSizes {
-		p := fmt.Sprintf("file-%d", size)
-		sum := w.writeFile(p, w.random(size), 0o644)
-		w.expectContent(p, sum, int64(size))
-	}
-	// overwrite the middle of the 1 MiB file, then append to it
-	p := fmt.Sprintf("file-%d", 1<<20)
-	data := w.readFile(p)
-	f, err := os.OpenFile(w.abs(p), os.O_RDWR, 0)
-	if err != nil {
-		w.fatalf("open %s: %v", p, err)
-	}
-	patch := w.random(70001)
-	if _, err := f.WriteAt(patch, 12345); err != nil {
-		w.fatalf("pwrite %s: %v", p, err)
-	}
-	copy(data[12345:], patch)
-	tail := w.random(5000)
-	if _, err := f.WriteAt(tail, int64(len(data))); err != nil {
-		w.fatalf("append to %s: %v", p, err)
-	}
-	data = append(data, tail...)
-	if err := f.Close(); err != nil {
-		w.fatalf("close %s: %v", p, err)
-	}
-	w.expectContent(p, sha256.Sum256(data), int64(len(data)))
-}
+func (w *runner) smallFiles() { w.filesOf(SmallFileSizes) }
 
 // smallListing lists a directory of SmallListEntries entries in batches
 // and checks that each name comes once.
@@ -78,24 +48,7 @@ func (w *runner) smallListing() {
 			w.fatalf("create %s/entry-%04d: %v", d, i, err)
 		}
 	}
-	dir, err := os.Open(w.abs(d))
-	if err != nil {
-		w.fatalf("open %s: %v", d, err)
-	}
-	defer dir.Close()
-	seen := make(map[string]int, SmallListEntries)
-	for {
-		ents, err := dir.ReadDir(64)
-		for _, e := range ents {
-			seen[e.Name()]++
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			w.fatalf("readdir %s after %d entries: %v", d, len(seen), err)
-		}
-	}
+	seen := w.countNames(d, SmallListEntries)
 	for i := range SmallListEntries {
 		if name := fmt.Sprintf("entry-%04d", i); seen[name] != 1 {
 			w.errorf("listing of %s: %s seen %d times, want once", d, name, seen[name])

@@ -314,9 +314,13 @@ func (w *runner) removeAll(p string) {
 	}
 }
 
-func (w *runner) files() {
+func (w *runner) files() { w.filesOf(FileSizes) }
+
+// filesOf writes a file of each size and checks it on the server, then
+// rewrites the middle of the 1 MiB one and appends to it.
+func (w *runner) filesOf(sizes []int) {
 	w.mkdir(w.dir)
-	for _, size := range FileSizes {
+	for _, size := range sizes {
 		p := fmt.Sprintf("file-%d", size)
 		sum := w.writeFile(p, w.random(size), 0o644)
 		w.expectContent(p, sum, int64(size))
@@ -586,26 +590,7 @@ func (w *runner) readdir() {
 			w.fatalf("close %s/%s: %v", d, name, err)
 		}
 	}
-	// read the directory in small batches, so that the listing takes many calls
-	dir, err := os.Open(w.abs(d))
-	if err != nil {
-		w.fatalf("open %s: %v", d, err)
-	}
-	seen := make(map[string]int, ListEntries)
-	for {
-		ents, err := dir.ReadDir(64)
-		for _, e := range ents {
-			seen[e.Name()]++
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			dir.Close()
-			w.fatalf("readdir %s after %d entries: %v", d, len(seen), err)
-		}
-	}
-	dir.Close()
+	seen := w.countNames(d, ListEntries)
 	var dup, extra, missing []string
 	for name, n := range seen {
 		if n > 1 {
@@ -717,4 +702,27 @@ func (w *runner) cleanup() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	w.removeAll(w.dir)
+}
+
+// countNames lists directory d in small batches, so that the listing
+// takes many calls, and counts how often each name comes.
+func (w *runner) countNames(d string, expect int) map[string]int {
+	dir, err := os.Open(w.abs(d))
+	if err != nil {
+		w.fatalf("open %s: %v", d, err)
+	}
+	defer dir.Close()
+	seen := make(map[string]int, expect)
+	for {
+		ents, err := dir.ReadDir(64)
+		for _, e := range ents {
+			seen[e.Name()]++
+		}
+		if err == io.EOF {
+			return seen
+		}
+		if err != nil {
+			w.fatalf("readdir %s after %d entries: %v", d, len(seen), err)
+		}
+	}
 }
