@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -93,7 +94,13 @@ func (id *identity) credThread() {
 			go id.credThread()
 			return
 		}
-		job.done <- job.fn()
+		err := job.fn()
+		job.done <- err
+		if errors.Is(err, errThreadCaps) {
+			// The thread holds a capability it should not: retire it.
+			go id.credThread()
+			return
+		}
 	}
 }
 
@@ -117,6 +124,41 @@ func (id *identity) asSelf(c cred, fn func() error) error {
 	err := fn()
 	if eerr := id.enter(c); eerr != nil {
 		return eerr
+	}
+	return err
+}
+
+// errThreadCaps reports that a credential thread could not give up a
+// capability it raised for one operation; the thread serves no more calls.
+var errThreadCaps = errors.New("server: cannot drop CAP_FSETID from a credential thread")
+
+// withFSetID runs fn, inside runAs for c, with CAP_FSETID in the thread's
+// effective set, so that fn's truncate keeps the file's setuid and setgid
+// bits. knfsd sets a size with notify_change and no ATTR_KILL_SUID, so a
+// client's truncate keeps them; ftruncate(2) by a thread without CAP_FSETID
+// (any switched thread: a non-zero fsuid drops it) clears them. A server
+// that lacks the capability itself runs fn as it is.
+func (id *identity) withFSetID(c cred, fn func() error) error {
+	if id.is(c) {
+		return fn() // not switched: the server's own capabilities
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3} // Pid 0: this thread
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("server: capget: %w", err)
+	}
+	const bit = 1 << unix.CAP_FSETID
+	if caps[0].Permitted&bit == 0 || caps[0].Effective&bit != 0 {
+		return fn()
+	}
+	caps[0].Effective |= bit
+	if err := unix.Capset(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("server: capset: %w", err)
+	}
+	err := fn()
+	caps[0].Effective &^= bit
+	if cerr := unix.Capset(&hdr, &caps[0]); cerr != nil {
+		return fmt.Errorf("%w: %w", errThreadCaps, cerr)
 	}
 	return err
 }

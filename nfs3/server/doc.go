@@ -34,7 +34,8 @@
 //     and groups after the export's squashing (root_squash by default), or
 //     the anonymous identity for AUTH_NONE. The kernel therefore enforces
 //     permissions, new files belong to the caller, and a write by someone
-//     without CAP_FSETID clears setuid and setgid. As in knfsd, the owner of
+//     without CAP_FSETID clears setuid and setgid (a SETATTR of the size
+//     keeps them, as knfsd's does). As in knfsd, the owner of
 //     a file may read and write it whatever its mode, and whoever may execute
 //     a file may read it.
 //   - Attributes are the file's own, from statx: atime, mtime and ctime with

@@ -452,3 +452,51 @@ func TestStrangerSetsMtimeToNow(t *testing.T) {
 		t.Errorf("after SETATTR size 0, mtime=server time: size %d, mtime %d", st.Size, st.Mtime.Sec)
 	}
 }
+
+// TestTruncateKeepsSetuid: a SETATTR of the size keeps setuid and setgid,
+// whoever sends it, as knfsd's does (its notify_change asks for no
+// ATTR_KILL_SUID), where ftruncate(2) by an unprivileged caller clears them.
+func TestTruncateKeepsSetuid(t *testing.T) {
+	root := exportDir(t)
+	path := filepath.Join(root, "prog")
+	os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755)
+	os.Chown(path, 1000, 1000)
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
+	c := dialServer(t, addr)
+	fh := c.mustLookup(c.root(), "prog")
+	for _, who := range []*sysCred{asRoot, asUser(2000), asUser(1000)} {
+		if err := syscall.Chmod(path, 0o6777); err != nil {
+			t.Fatal(err)
+		}
+		a := fhArg(fh)
+		a.Uint32(0) // mode
+		a.Uint32(0) // uid
+		a.Uint32(0) // gid
+		a.Uint32(1) // size
+		a.Uint64(3)
+		a.Uint32(timeDontChange)
+		a.Uint32(timeServer)
+		a.Uint32(0) // no guard
+		if st := c.status(nfsSetattr, who, a); st != nfs3OK {
+			t.Fatalf("SETATTR size 3 as uid %d: status %d", who.uid, st)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode(); fi.Size() != 3 || m&(os.ModeSetuid|os.ModeSetgid) != os.ModeSetuid|os.ModeSetgid || m.Perm() != 0o777 {
+			t.Errorf("after SETATTR size 3 as uid %d of a 06777 file: size %d, mode %v; want 3, ugrwxrwxrwx", who.uid, fi.Size(), m)
+		}
+	}
+	// The thread that truncated has dropped CAP_FSETID again: a WRITE by
+	// a stranger on any credential thread still clears setuid.
+	for range 2 * credThreads {
+		syscall.Chmod(path, 0o6777)
+		if w := c.write(asUser(2000), fh, 0, []byte("#"), unstable); w.status != nfs3OK {
+			t.Fatalf("WRITE: %d", w.status)
+		}
+		if fi, _ := os.Stat(path); fi.Mode()&os.ModeSetuid != 0 {
+			t.Fatalf("a WRITE by uid 2000 after truncates kept setuid: mode %v", fi.Mode())
+		}
+	}
+}

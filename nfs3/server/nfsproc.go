@@ -248,7 +248,8 @@ func timespecs(s *sattr) []unix.Timespec {
 	return []unix.Timespec{one(s.atimeHow, s.atime), one(s.mtimeHow, s.mtime)}
 }
 
-// truncate sets the size of a regular file, as the caller.
+// truncate sets the size of a regular file, as the caller. Like knfsd's,
+// it keeps the setuid and setgid bits (see identity.withFSetID).
 func (w *worker) truncate(n *node, size uint64) error {
 	if size > math.MaxInt64 {
 		return unix.EFBIG
@@ -258,7 +259,7 @@ func (w *worker) truncate(n *node, size uint64) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return unix.Ftruncate(fd, int64(size))
+	return w.srv.self.withFSetID(w.cur.rpc.cred, func() error { return unix.Ftruncate(fd, int64(size)) })
 }
 
 // openRegular opens the node's file for data; it runs as the caller. The
