@@ -147,7 +147,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	// Data still on its way would undo a truncate or a new mtime when it
 	// lands: make it durable first, as the kernel client does.
 	if wb := n.obj.writeback(); wb != nil {
-		if err := wb.sync(ctx); err != nil {
+		if err := wb.settle(ctx); err != nil {
 			return errno(err)
 		}
 	}

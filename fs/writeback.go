@@ -378,8 +378,27 @@ func (wb *writeback) waitSent(ctx context.Context, off, end int64) error {
 
 // sync sends everything and commits it: the data is durable on the server
 // when it returns nil. It returns (and forgets) the first error of a
-// background WRITE since the last sync.
-func (wb *writeback) sync(ctx context.Context) error {
+// background WRITE since the last sync: fsync(2) and close(2).
+func (wb *writeback) sync(ctx context.Context) error { return wb.flush(ctx, true) }
+
+// settle sends everything and commits it, as sync does, for an operation
+// that must not run while data is on its way (a SETATTR: a WRITE landing
+// after it would undo a truncate or a new mtime). Whether the data made it
+// is the writer's to learn, at its next fsync or close: settle fails only
+// if ctx ends, leaving a WRITE's error recorded and a failed COMMIT's data
+// uncommitted. The kernel client's SETATTR likewise ignores what writing
+// back the file's data returned, so a chown by root succeeds while another
+// user's write-back is refused.
+func (wb *writeback) settle(ctx context.Context) error {
+	if err := wb.flush(ctx, false); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// flush sends everything and commits it; report says whether a WRITE's
+// error is returned (and forgotten) or left for the next sync.
+func (wb *writeback) flush(ctx context.Context, report bool) error {
 	select {
 	case wb.syncing <- struct{}{}:
 	case <-ctx.Done():
@@ -397,12 +416,14 @@ func (wb *writeback) sync(ctx context.Context) error {
 		if err := wb.waitSent(ctx, 0, 1<<63-1); err != nil {
 			return err
 		}
-		wb.mu.Lock()
-		err := wb.err
-		wb.err = nil
-		wb.mu.Unlock()
-		if err != nil {
-			return err
+		if report {
+			wb.mu.Lock()
+			err := wb.err
+			wb.err = nil
+			wb.mu.Unlock()
+			if err != nil {
+				return err
+			}
 		}
 		again, err := wb.commit(ctx)
 		if err != nil || !again {
