@@ -93,8 +93,9 @@ func Run(cfg Config) (err error) {
 	defer func() {
 		r.closeAll()
 		if err != nil {
-			err = fmt.Errorf("exerciser (seed %d, %d mounts, %d ops): operation %d: %w\nlast operations:\n  %s",
-				cfg.Seed, len(cfg.Mounts), cfg.Ops, r.op, err, strings.Join(r.last, "\n  "))
+			// The error comes last: a log cut to its end still shows it.
+			err = fmt.Errorf("exerciser: last operations:\n  %s\nexerciser (seed %d, %d mounts, %d ops): operation %d: %w",
+				strings.Join(r.last, "\n  "), cfg.Seed, len(cfg.Mounts), cfg.Ops, r.op, err)
 		}
 	}()
 	for r.op = 0; r.op < cfg.Ops; r.op++ {
@@ -364,7 +365,7 @@ func (r *run) withMapping(f *file, prot int, fn func(m []byte)) (err error) {
 	defer debug.SetPanicOnFault(old)
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("mmap of %s (%#x bytes): fault: %v", f.name, size, p)
+			err = fmt.Errorf("mmap of %s (%#x bytes): fault: %v (%s)", f.name, size, p, kernelView(fd))
 		}
 	}()
 	fn(m)
@@ -380,12 +381,40 @@ func (r *run) mmapRead(f *file) error {
 	n := min(int64(r.length()), size-off)
 	r.logf("mmap read %s %#x bytes at %#x (size %#x)", f.name, n, off, size)
 	var got []byte
-	if err := r.withMapping(f, unix.PROT_READ, func(m []byte) {
+	err := r.withMapping(f, unix.PROT_READ, func(m []byte) {
 		got = bytes.Clone(m[off : off+n])
-	}); err != nil {
-		return err
+	})
+	if err == nil {
+		err = compare(fmt.Sprintf("mmap read %s %#x at %#x", f.name, n, off), got, f.model[off:off+n], off)
 	}
-	return compare(fmt.Sprintf("mmap read %s %#x at %#x", f.name, n, off), got, f.model[off:off+n], off)
+	if err != nil {
+		// Tell a stale page cache or size from wrong data on the
+		// server: read the range again with pread.
+		fd, ferr := r.fd(f)
+		if ferr != nil {
+			return fmt.Errorf("%w; reopening for a pread: %v", err, ferr)
+		}
+		buf := make([]byte, n)
+		k, rerr := readFull(fd, buf, off)
+		pread := "right"
+		if rerr != nil {
+			pread = rerr.Error()
+		} else if cerr := compare("pread", buf[:k], f.model[off:off+n], off); cerr != nil {
+			pread = cerr.Error()
+		}
+		return fmt.Errorf("%w; then a pread of the range: %s; then %s", err, pread, kernelView(fd))
+	}
+	return nil
+}
+
+// kernelView describes the file open as fd as a stat sees it, for a
+// failure report.
+func kernelView(fd *os.File) string {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd.Fd()), &st); err != nil {
+		return fmt.Sprintf("fstat: %v", err)
+	}
+	return fmt.Sprintf("fstat says size %#x, mtime %d.%09d, ctime %d.%09d", st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
 func (r *run) mmapWrite(f *file) error {
