@@ -12,6 +12,11 @@ type Known struct {
 	// Match reports whether the results a (the reference mount's) and b
 	// (the mount under test's) of op differ only in this known way.
 	Match func(op Op, a, b Result) bool
+	// Diverges, if set, reports whether the runs' states may part in this
+	// known way at op, whose reference result is a: every later
+	// difference of the script is then counted as this one, as a state
+	// that differs changes the results of any call after it.
+	Diverges func(op Op, a Result) bool
 }
 
 // Difference is one result that differs.
@@ -30,15 +35,20 @@ func (d Difference) String() string {
 // explained counts those, by name.
 func Compare(ops []Op, a, b []Result, known []Known) (diffs []Difference, explained map[string]int) {
 	explained = make(map[string]int)
+	diverged := "" // the known difference the runs' states parted in
 	for i, op := range ops {
+		for _, k := range known {
+			if diverged == "" && k.Diverges != nil && k.Diverges(op, a[i]) {
+				diverged = k.Name
+			}
+		}
 		if a[i].String() == b[i].String() {
 			continue
 		}
-		name := ""
+		name := diverged
 		for _, k := range known {
-			if k.Match(op, a[i], b[i]) {
+			if name == "" && k.Match != nil && k.Match(op, a[i], b[i]) {
 				name = k.Name
-				break
 			}
 		}
 		if name != "" {

@@ -131,7 +131,19 @@ type Result struct {
 	Ret   int64  // bytes written or read
 	Stat  *Attr  // of stat, lstat, fstat
 	Data  string // digest of the bytes read, link target, names listed
+	// Event is what the run noticed about the call beyond its result,
+	// for a known difference to recognise; never compared.
+	Event Event
 }
+
+// Event is something a run notices about a call.
+type Event string
+
+// UnlinkedOpenLink: an unlink or rename removed a name of a regular file
+// that has other names and that the run has open. The kernel client hides
+// the name (a silly rename) only if the file was opened through it; rdmafs
+// cannot tell through which name a file was opened and always hides it.
+const UnlinkedOpenLink Event = "removed a name of an open file with other links"
 
 // Attr is what a stat shows.
 type Attr struct {

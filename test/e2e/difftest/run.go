@@ -203,6 +203,31 @@ func (r *Run) note(key statKey, a *Attr) {
 
 func (r *Run) path(p string) string { return filepath.Join(r.dir, p) }
 
+// openWithOtherLinks reports whether path names a regular file that has
+// other names and that one of the run's descriptors has open.
+func (r *Run) openWithOtherLinks(path string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+		return false
+	}
+	for _, fd := range r.fds {
+		var fst unix.Stat_t
+		if unix.Fstat(fd, &fst) == nil && fst.Ino == st.Ino && fst.Dev == st.Dev {
+			return true
+		}
+	}
+	return false
+}
+
+// hidingEvent marks the result of an unlink or rename that removed the
+// name of an open file with other links (see UnlinkedOpenLink).
+func (r *Run) hidingEvent(res Result, shared bool) Result {
+	if res.Errno == "" && shared {
+		res.Event = UnlinkedOpenLink
+	}
+	return res
+}
+
 // call makes op on the calling thread.
 func (r *Run) call(op Op) Result {
 	p, p2 := r.path(op.Path), r.path(op.Path2)
@@ -280,7 +305,8 @@ func (r *Run) call(op Op) Result {
 		ts := []unix.Timespec{{Sec: op.Atime}, {Sec: op.Mtime}}
 		return result(0, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
 	case Unlink:
-		return result(0, unix.Unlink(p))
+		shared := r.openWithOtherLinks(p)
+		return r.hidingEvent(result(0, unix.Unlink(p)), shared)
 	case Rmdir:
 		return result(0, unix.Rmdir(p))
 	case Mkdir:
@@ -288,7 +314,8 @@ func (r *Run) call(op Op) Result {
 	case Mkfifo:
 		return result(0, unix.Mknod(p, unix.S_IFIFO|op.Mode, 0))
 	case Rename:
-		return result(0, unix.Rename(p, p2))
+		shared := r.openWithOtherLinks(p2)
+		return r.hidingEvent(result(0, unix.Rename(p, p2)), shared)
 	case Link:
 		return result(0, unix.Link(p, p2))
 	case Symlink:

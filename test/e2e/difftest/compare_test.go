@@ -1,0 +1,69 @@
+package difftest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDiverges: a difference before a known divergence is reported; those
+// from the diverging step on are counted as the known one.
+func TestDiverges(t *testing.T) {
+	ops := []Op{alice.stat("a"), alice.unlink("b"), alice.stat("a"), alice.readdir(".")}
+	ref := []Result{{Ret: 1}, {Event: UnlinkedOpenLink}, {Ret: 1}, {Data: "a"}}
+	got := []Result{{Ret: 2}, {}, {Ret: 2}, {Data: "a,.nfs"}}
+	k := Known{Name: "k", Diverges: func(op Op, a Result) bool { return a.Event == UnlinkedOpenLink }}
+	diffs, explained := Compare(ops, ref, got, []Known{k})
+	if len(diffs) != 1 || diffs[0].Index != 0 {
+		t.Errorf("differences %v; want step 0 alone", diffs)
+	}
+	if explained["k"] != 2 {
+		t.Errorf("explained %v; want 2 of k", explained)
+	}
+}
+
+// TestUnlinkedOpenLinkEvent: a run notices the removal of a name of an open
+// file that has other names, by unlink or by a rename over it, and nothing
+// else.
+func TestUnlinkedOpenLinkEvent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a run's users need root to become them")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755) // alice must reach it
+	os.Chmod(dir, 0o777)
+	run, err := NewRun(dir, Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	for _, step := range []struct {
+		op   Op
+		want Event
+	}{
+		{alice.create("a", 0o644, "w"), ""},
+		{alice.link("a", "b"), ""},
+		{alice.create("c", 0o644, "x"), ""},
+		{alice.unlink("c"), ""}, // one link only
+		{alice.create("c", 0o644, "x"), ""},
+		{alice.rename("c", "b"), UnlinkedOpenLink}, // b was a's other name
+		{alice.unlink("b"), ""},                    // c's file now, one link
+		{alice.link("a", "b"), ""},
+		{alice.unlink("b"), UnlinkedOpenLink},
+		{alice.unlink("a"), ""}, // the last name
+	} {
+		r := run.Do(step.op)
+		if r.Errno != "" {
+			t.Fatalf("%v: %v", step.op, r)
+		}
+		if r.Event != step.want {
+			t.Errorf("%v: event %q, want %q", step.op, r.Event, step.want)
+		}
+	}
+	var st unix.Stat_t
+	if unix.Stat(dir+"/a", &st) == nil {
+		t.Errorf("a is still there")
+	}
+}
