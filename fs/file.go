@@ -112,16 +112,25 @@ func (r *readResult) Done() {
 // the end of the file and shrinks its size to match, which would hide data
 // (and make mmap fault) while a write that extended the file is still on
 // its way to the server.
+//
+// That end is the furthest of this client's writes the server may not
+// have had when it answered: those pending when the READ went out, and
+// those pending when its reply is looked at. A write pending at the start
+// may have landed and gone from the client by the time the reply, sent
+// before it landed, is looked at (the kernel's readahead races the
+// write-back of the data that extended the file).
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.inUse()
 	ctx, release := killable(ctx)
 	defer release()
 	f := h.fs
+	var pendingEnd int64
 	if wb := h.obj.writeback(); wb != nil {
 		// The server must have what this client wrote before it is read.
 		if err := wb.waitSent(ctx, off, off+int64(len(dest))); err != nil {
 			return nil, errno(err)
 		}
+		pendingEnd = wb.end()
 	}
 	if len(dest) <= f.opts.RSize {
 		rr := readResults.Get().(*readResult)
@@ -132,23 +141,28 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 		}
 		f.readDone(h.obj, &rr.res, since)
 		got := len(rr.res.Data)
-		if got == len(dest) || rr.res.EOF && h.obj.pendingEnd() <= off+int64(got) {
+		if got == len(dest) {
+			return rr, 0
+		}
+		if rr.res.EOF && max(pendingEnd, h.obj.pendingEnd()) <= off+int64(got) {
+			h.obj.kernelReadShort(off + int64(got))
 			return rr, 0
 		}
 		n := copy(dest, rr.res.Data)
 		eof := rr.res.EOF
 		rr.Done()
-		return h.readInto(ctx, dest, off, n, eof)
+		return h.readInto(ctx, dest, off, n, eof, pendingEnd)
 	}
-	return h.readInto(ctx, dest, off, 0, false)
+	return h.readInto(ctx, dest, off, 0, false, pendingEnd)
 }
 
 // readInto fills dest[n:] from off+n with as many READs as it takes, as
 // the kernel client does with a short READ: one that is not at the end of
 // the file is continued where it stopped, and one that returns nothing
 // before the end of the file is an I/O error. eof says the server has
-// already reported the end of the file at off+n.
-func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int, eof bool) (fuse.ReadResult, syscall.Errno) {
+// already reported the end of the file at off+n; pendingEnd is the end of
+// this client's writes pending when the first READ went out (see Read).
+func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int, eof bool, pendingEnd int64) (fuse.ReadResult, syscall.Errno) {
 	f := h.fs
 	for n < len(dest) && !eof {
 		count := min(len(dest)-n, f.opts.RSize)
@@ -174,10 +188,13 @@ func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int
 	}
 	// Where the server's file ends, a write of this client still on its
 	// way may extend it: up to there the file holds zeros (a hole).
-	if end := h.obj.pendingEnd(); eof && off+int64(n) < end {
+	if end := max(pendingEnd, h.obj.pendingEnd()); eof && off+int64(n) < end {
 		hole := dest[n:min(int64(len(dest)), end-off)]
 		clear(hole)
 		n += len(hole)
+	}
+	if n < len(dest) {
+		h.obj.kernelReadShort(off + int64(n))
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -37,6 +37,14 @@ func (obj *object) kernelWrote(end int64) {
 	obj.mu.Unlock()
 }
 
+// kernelReadShort records a read that came back short, at end: FUSE takes
+// it for the end of the file and may shrink its size to it.
+func (obj *object) kernelReadShort(end int64) {
+	obj.mu.Lock()
+	obj.kernelSize = min(obj.kernelSize, end)
+	obj.mu.Unlock()
+}
+
 // refreshKernelAttr makes the kernel drop the attributes it holds of n,
 // which changed on the server into a, and take a's size at once if it
 // differs from the size the kernel holds.

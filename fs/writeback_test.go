@@ -6,11 +6,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // testSeed is the seed of a randomized test: RDMAFS_FS_SEED replays one.
@@ -100,6 +104,60 @@ func TestReadOfHoleBelowQueuedWrite(t *testing.T) {
 	got, en := h.read(node, fh, 0, 0xd14b)
 	if want := append(make([]byte, 0xbb90), data...); en != 0 || !bytes.Equal(got, want) {
 		t.Fatalf("read of 0xd14b at 0 after a write of 0x15bb at 0xbb90: %d bytes (%v), right %v", len(got), en, bytes.Equal(got, want))
+	}
+	h.close(node, fh)
+}
+
+// TestReadRacingWriteBack: a READ that the server answers before a write
+// of this client that extends the file has landed, and whose reply is
+// looked at only once that write is gone from the client (sent and
+// committed), still reads zeros up to the end the write made. A short
+// read there makes FUSE shrink the file's size, and a mapping of the file
+// then faults below its end (the guest's exerciser caught it, seed
+// 1796062829546641150, operation 1503: the kernel's readahead raced the
+// write-back of a copy_file_range that had extended the file).
+func TestReadRacingWriteBack(t *testing.T) {
+	var (
+		h       *harness
+		node    uint64
+		fh      uint64
+		holding atomic.Bool   // WRITEs wait for release
+		release chan struct{} // closed when the READ is answered
+		racing  atomic.Bool   // the next READ reply lets the write land first
+	)
+	release = make(chan struct{})
+	h = newHarness(t, harnessConfig{wrap: func(tr sunrpc.Transport) sunrpc.Transport {
+		return &misbehaving{Transport: tr,
+			call: func(call *sunrpc.Call) {
+				if holding.Load() && call.Proc == nfs3.ProcWrite {
+					<-release
+				}
+			},
+			reply: func(call *sunrpc.Call) {
+				if call.Proc == nfs3.ProcRead && racing.CompareAndSwap(true, false) {
+					close(release)
+					if en := h.flush(node, fh); en != 0 {
+						t.Errorf("flush while the READ was answered: %v", en)
+					}
+				}
+			}}
+	}})
+	h.writeServerFile("f", bytes.Repeat([]byte{0x5a}, 0x1000), 0o644)
+	node = h.mustLookup(rootNode, "f")
+	var en syscall.Errno
+	if fh, _, en = h.open(node, syscall.O_RDWR); en != 0 {
+		t.Fatal(en)
+	}
+	holding.Store(true)
+	if en := h.write(node, fh, 0x10000, []byte("tail")); en != 0 {
+		t.Fatal(en)
+	}
+	racing.Store(true)
+	got, en := h.read(node, fh, 0, 0x8000)
+	want := append(bytes.Repeat([]byte{0x5a}, 0x1000), make([]byte, 0x7000)...)
+	if en != 0 || !bytes.Equal(got, want) {
+		t.Fatalf("read of 0x8000 at 0 while a write at 0x10000 lands: %#x bytes (%v), right %v; want the 0x1000 bytes and zeros",
+			len(got), en, bytes.Equal(got, want))
 	}
 	h.close(node, fh)
 }
