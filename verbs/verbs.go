@@ -153,14 +153,21 @@ type ConnConfig struct {
 // PostSend, PostRecv and Poll may be called from different goroutines;
 // each is safe for concurrent use.
 type Conn interface {
-	// PostSend posts a work request on the send queue. A work request
-	// the provider can tell is wrong before it runs (an SGE outside its
-	// region or of another PD, more SGEs than MaxSendSGE, a full queue,
-	// memory written without AccessLocalWrite) is refused with an error
-	// and nothing is posted; so is any work request once the connection
-	// has ended (the error wraps ErrDisconnected).
+	// PostSend posts a work request on the send queue, or a chain of
+	// them linked by SendWR.Next, in order and in one call to the device
+	// (ibv_post_send's list). A work request the provider can tell is
+	// wrong before it runs (an SGE outside its region or of another PD,
+	// more SGEs than MaxSendSGE, memory written without
+	// AccessLocalWrite) is refused with a *PostError, and the rest of its
+	// chain with it, while the work requests before it are posted (as
+	// ibv_post_send's bad_wr says): PostError.Posted counts them. A chain
+	// is refused whole, with an error that is no *PostError, when it is
+	// longer than MaxChain (EINVAL), when the queue has no room for all
+	// of it (ENOMEM), and once the connection has ended (the error wraps
+	// ErrDisconnected).
 	PostSend(wr *SendWR) error
-	// PostRecv posts a receive buffer, refused as PostSend refuses.
+	// PostRecv posts a receive buffer, refused as PostSend refuses (and
+	// never in part: it takes one).
 	PostRecv(wr *RecvWR) error
 	// Poll fills wcs with completions that are ready and returns how
 	// many; it never blocks.
@@ -243,6 +250,9 @@ type SGE struct {
 	Length int
 }
 
+// MaxChain is the most work requests one PostSend takes (SendWR.Next).
+const MaxChain = 8
+
 // SendWR is a work request of the send queue. The provider copies what it
 // needs when it is posted; the memory its SGEs name must stay untouched
 // until it completes.
@@ -251,6 +261,9 @@ type SendWR struct {
 	Opcode   Opcode
 	SGL      []SGE
 	Signaled bool // produce a completion on success (errors always do)
+	// Next is the work request PostSend posts after this one, in the
+	// same call: a chain of at most MaxChain.
+	Next *SendWR
 
 	// RDMA Write and Read: the peer's memory.
 	RemoteAddr uint64
@@ -381,6 +394,24 @@ func (e *RejectError) Error() string {
 
 // Is makes errors.Is(err, ErrRejected) true.
 func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+
+// PostError is a PostSend that refused a work request of its chain: the
+// first Posted work requests were posted (their completions come as
+// usual), the one after them failed with Err, and it and the rest of the
+// chain were not posted.
+type PostError struct {
+	Posted int
+	Err    error
+}
+
+func (e *PostError) Error() string {
+	if e.Posted == 0 {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("work request %d of the chain (those before it were posted): %v", e.Posted, e.Err)
+}
+
+func (e *PostError) Unwrap() error { return e.Err }
 
 // VerbError is a failed verb of a provider: the verb's name and the errno.
 type VerbError struct {

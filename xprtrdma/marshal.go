@@ -128,9 +128,9 @@ func (ep *endpoint) take(ctx context.Context, deadline time.Time, r *request, p 
 }
 
 // marshal builds r's call as planned, in the buffers take took: it
-// exposes the chunks and builds the Send in r.sendWR. Binds a memory
-// window needs are posted on the way (the caller holds the post lock); the
-// Send itself is the caller's to post. It never waits.
+// exposes the chunks and builds the Send in r.sendWR. It posts nothing:
+// binds of memory windows are queued in r.binds, and the caller posts
+// them with the Send (r.chain). It never waits.
 func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header) error {
 	t := ep.t
 	call := r.call

@@ -1,6 +1,7 @@
 package xprtrdma
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/rdmafs/rdmafs/mountopts"
@@ -26,7 +27,8 @@ type registrar interface {
 	arenaAccess() verbs.Access
 	// expose makes n bytes of the chunk arena from off reachable by the
 	// server with access during r, and returns the segment that names
-	// them. Work requests it needs are posted before r's Send.
+	// them. Work requests it needs are queued in r and posted with r's
+	// Send, before it, in one post.
 	expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error)
 	// revoke ends r's exposures. The server invalidated rkey inv already
 	// if hasInv. It reports whether the call must wait for an
@@ -38,7 +40,8 @@ type registrar interface {
 	// forget ends r's exposures without posting anything, for a call
 	// that will not complete on a live connection (it was not sent, or
 	// its connection is gone): registrations are undone; windows stay
-	// bound until close (an invalidation would complete after r is).
+	// bound until close (an invalidation would complete after r is), and
+	// so do those whose binds a failed post may or may not have posted.
 	forget(r *request)
 	// close frees what the registrar holds once no completion can come:
 	// the connection's completion loop has ended, or its queue pair is
@@ -144,7 +147,13 @@ func (w *windows) put(mws ...verbs.MW) {
 // consumer's to change, so an old key stops matching.
 func nextRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 
+// expose takes a window for the chunk and queues its bind in r.binds (the
+// Send's post posts it). The window is r's from here: in r.mws, bound or
+// not, until revoke, or until close if the call fails (forget).
 func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.Segment, error) {
+	if r.nbinds == len(r.binds) {
+		return rpcrdma.Segment{}, fmt.Errorf("xprtrdma: a call exposes at most %d chunks", len(r.binds))
+	}
 	mr, rel, err := w.ep.chunks.at(off)
 	if err != nil {
 		return rpcrdma.Segment{}, err
@@ -154,16 +163,13 @@ func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.S
 		return rpcrdma.Segment{}, err
 	}
 	rkey := nextRKey(mw.RKey())
-	r.bindWR = verbs.SendWR{
+	r.binds[r.nbinds] = verbs.SendWR{
 		ID:     rpcrdma.WRID(wrBind, r.slot),
 		Opcode: verbs.OpBindMW,
 		MW:     mw, BindMR: mr, Offset: rel, Length: n,
 		BindAccess: access, NewRKey: rkey,
 	}
-	if err := w.ep.conn.PostSend(&r.bindWR); err != nil {
-		w.put(mw)
-		return rpcrdma.Segment{}, err
-	}
+	r.nbinds++
 	r.mws = append(r.mws, boundWindow{mw: mw, rkey: rkey})
 	return rpcrdma.Segment{Handle: rkey, Length: uint32(n), Offset: mr.Addr() + uint64(rel)}, nil
 }

@@ -36,22 +36,40 @@ type request struct {
 	mrs          []verbs.MR
 
 	// The work requests the call posts: its Send, the Receive that goes
-	// up before it, and the binds of its memory windows. A work request
-	// passed to the verbs.Conn interface escapes to the heap, so one made
-	// per call would be an allocation per call; these live as long as the
-	// request. The provider copies a work request when it is posted
-	// (verbs.SendWR), so each is free again once its Post returns, and
-	// only the request's caller fills and posts them, while it holds the
-	// request (reqPreparing, and reqPosted until its Send is posted).
+	// up before it, and the binds of its memory windows, which marshal
+	// queues in binds[:nbinds] and which go in one post with the Send,
+	// chained before it (chain). A work request passed to the verbs.Conn
+	// interface escapes to the heap, so one made per call would be an
+	// allocation per call; these live as long as the request. The
+	// provider copies a work request when it is posted (verbs.SendWR),
+	// so each is free again once its Post returns, and only the
+	// request's caller fills and posts them, while it holds the request
+	// (reqPreparing, and reqPosted until its Send is posted).
 	sendWR  verbs.SendWR
 	sendSGL [3]verbs.SGE
 	recvWR  verbs.RecvWR
 	recvSGL [1]verbs.SGE
-	bindWR  verbs.SendWR
+	binds   [maxChunks]verbs.SendWR
+	nbinds  int
 
 	// Under the endpoint's mutex.
 	state   reqState
 	waiting int // signaled work requests posted for it still to complete
+}
+
+// maxChunks is the most chunks a call exposes (plan): one for its reply
+// (a write chunk or a reply chunk) and one read chunk.
+const maxChunks = 2
+
+// chain links r's queued binds before its Send, for one post: the device
+// binds the windows before it sends what names them.
+func (r *request) chain() *verbs.SendWR {
+	next := &r.sendWR
+	for i := r.nbinds - 1; i >= 0; i-- {
+		r.binds[i].Next = next
+		next = &r.binds[i]
+	}
+	return next
 }
 
 // reqState is where a request stands. It goes round one way:

@@ -13,8 +13,9 @@ import (
 
 // The send path: a call that holds a credit takes its buffers, passes the
 // post lock into the table of calls in flight, and has its Receive and
-// then its Send posted (the kernel's xprt_rdma_send_request and
-// rpcrdma_post_sends).
+// then its Send posted, the Send in one post with the binds of its memory
+// windows chained before it (the kernel's xprt_rdma_send_request and
+// rpcrdma_post_sends, and frwr_send, which chains its registrations).
 
 // send sends call with the credit and request r (from credit) and
 // registers it for its reply; the reply completes r. Every wait (for a
@@ -66,7 +67,8 @@ func (ep *endpoint) send(ctx context.Context, deadline time.Time, r *request, ca
 	ep.mu.Unlock()
 	var h rpcrdma.Header
 	if err := ep.marshal(r, &p, &h); err != nil {
-		// A bind or registration failed: the connection is broken.
+		// A chunk could not be exposed (a registration or a window
+		// failed; nothing was posted): the connection is dropped.
 		ep.reg.forget(r)
 		ep.fail(err)
 		return fail(fmt.Errorf("xprtrdma: %w: %v", sunrpc.ErrDisconnected, err))
@@ -84,7 +86,11 @@ func (ep *endpoint) send(ctx context.Context, deadline time.Time, r *request, ca
 	ep.mu.Unlock()
 	t.stats.Sent()
 	call.SentAt = time.Now()
-	if err := ep.conn.PostSend(&r.sendWR); err != nil {
+	if err := ep.conn.PostSend(r.chain()); err != nil {
+		// The Send was not posted, and maybe not all of the binds
+		// before it were (verbs.PostError): forget leaves the windows
+		// bound until close.
+		ep.reg.forget(r)
 		ep.fail(err)
 		ep.mu.Lock()
 		r.waiting--

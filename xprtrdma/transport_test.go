@@ -89,10 +89,13 @@ func newTestBed(t *testing.T, cfg svcrdma.Config) *testBed {
 
 var root = &sunrpc.Cred{}
 
-// client returns an NFS client over a new transport to the bed.
+// client returns an NFS client over a new transport to the bed, through
+// the bed's provider unless cfg names one (which must reach it).
 func (b *testBed) client(t *testing.T, cfg Config) (*nfs3.Client, *Transport) {
 	t.Helper()
-	cfg.Provider = b.prov
+	if cfg.Provider == nil {
+		cfg.Provider = b.prov
+	}
 	cfg.Addr = b.rdma.Addr()
 	tr, err := New(cfg)
 	if err != nil {

@@ -409,7 +409,7 @@ func (c *conn) drain() {
 // test can make the device refuse it.)
 var postDrainMarker = func(c *conn) bool {
 	*c.swr = C.struct_rdmafs_send{wr_id: markerBit, opcode: C.IBV_WR_RDMA_WRITE, flags: C.IBV_SEND_SIGNALED}
-	return C.rdmafs_post_send(c.qp, c.swr) == 0
+	return C.rdmafs_post_send(c.qp, c.swr, 1) == 1
 }
 
 func (c *conn) Disconnect() error {

@@ -20,43 +20,60 @@ int rdmafs_dealloc_mw(struct ibv_mw *mw)
 	return ibv_dealloc_mw(mw);
 }
 
-int rdmafs_post_send(struct ibv_qp *qp, struct rdmafs_send *s)
+// rdmafs_post_send posts s[0..n) with one ibv_post_send, linked in that
+// order, and returns how many the device took: n, or on an error (errno
+// then says which) those before the one bad_wr names.
+int rdmafs_post_send(struct ibv_qp *qp, struct rdmafs_send *s, int n)
 {
-	struct ibv_send_wr wr, *bad = NULL;
-	int ret;
+	struct ibv_send_wr wr[RDMAFS_MAX_CHAIN], *bad = NULL;
+	int i, ret, posted;
 
-	memset(&wr, 0, sizeof wr);
-	wr.wr_id = s->wr_id;
-	wr.opcode = s->opcode;
-	wr.send_flags = s->flags;
-	wr.num_sge = s->num_sge;
-	wr.sg_list = s->num_sge ? s->sge : NULL;
-	switch (s->opcode) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_READ:
-		wr.wr.rdma.remote_addr = s->remote_addr;
-		wr.wr.rdma.rkey = s->rkey;
-		break;
-	case IBV_WR_SEND_WITH_INV:
-	case IBV_WR_LOCAL_INV:
-		wr.invalidate_rkey = s->inv_rkey;
-		break;
-	case IBV_WR_BIND_MW:
-		wr.bind_mw.mw = s->mw;
-		wr.bind_mw.rkey = s->new_rkey;
-		wr.bind_mw.bind_info.mr = s->bind_mr;
-		wr.bind_mw.bind_info.addr = s->bind_addr;
-		wr.bind_mw.bind_info.length = s->bind_length;
-		wr.bind_mw.bind_info.mw_access_flags = s->bind_access;
-		break;
+	if (n < 1 || n > RDMAFS_MAX_CHAIN) {
+		errno = EINVAL;
+		return 0;
 	}
-	ret = ibv_post_send(qp, &wr, &bad);
+	memset(wr, 0, n * sizeof wr[0]);
+	for (i = 0; i < n; i++) {
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].wr_id = s[i].wr_id;
+		wr[i].opcode = s[i].opcode;
+		wr[i].send_flags = s[i].flags;
+		wr[i].num_sge = s[i].num_sge;
+		wr[i].sg_list = s[i].num_sge ? s[i].sge : NULL;
+		switch (s[i].opcode) {
+		case IBV_WR_RDMA_WRITE:
+		case IBV_WR_RDMA_READ:
+			wr[i].wr.rdma.remote_addr = s[i].remote_addr;
+			wr[i].wr.rdma.rkey = s[i].rkey;
+			break;
+		case IBV_WR_SEND_WITH_INV:
+		case IBV_WR_LOCAL_INV:
+			wr[i].invalidate_rkey = s[i].inv_rkey;
+			break;
+		case IBV_WR_BIND_MW:
+			wr[i].bind_mw.mw = s[i].mw;
+			wr[i].bind_mw.rkey = s[i].new_rkey;
+			wr[i].bind_mw.bind_info.mr = s[i].bind_mr;
+			wr[i].bind_mw.bind_info.addr = s[i].bind_addr;
+			wr[i].bind_mw.bind_info.length = s[i].bind_length;
+			wr[i].bind_mw.bind_info.mw_access_flags = s[i].bind_access;
+			break;
+		}
+	}
+	ret = ibv_post_send(qp, wr, &bad);
+	posted = n;
+	if (ret) {
+		// A provider that names no bad work request posted none.
+		posted = bad >= wr && bad < wr + n ? (int)(bad - wr) : 0;
+		errno = ret;
+	}
 	// The kernel checks the next bind against the key the window has
 	// in user space, which is the library user's to keep (libibverbs'
 	// own ibv_bind_mw does the same).
-	if (ret == 0 && s->opcode == IBV_WR_BIND_MW)
-		s->mw->rkey = s->new_rkey;
-	return ret;
+	for (i = 0; i < posted; i++)
+		if (s[i].opcode == IBV_WR_BIND_MW)
+			s[i].mw->rkey = s[i].new_rkey;
+	return posted;
 }
 
 int rdmafs_post_recv(struct ibv_qp *qp, struct rdmafs_recv *r)

@@ -14,8 +14,11 @@
 // refuses more (and devices rarely allow more).
 #define RDMAFS_MAX_SGE 32
 
-// A send work request, flat. Go fills one of these in C memory and
-// rdmafs_post_send builds the ibv_send_wr on its stack.
+// Send work requests posted in one call at most (verbs.MaxChain).
+#define RDMAFS_MAX_CHAIN 8
+
+// A send work request, flat. Go fills an array of these in C memory and
+// rdmafs_post_send builds the linked ibv_send_wrs on its stack.
 struct rdmafs_send {
 	uint64_t wr_id;
 	uint32_t opcode;      // IBV_WR_*
@@ -73,7 +76,7 @@ struct rdmafs_async_event {
 int rdmafs_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
 struct ibv_mw *rdmafs_alloc_mw(struct ibv_pd *pd);
 int rdmafs_dealloc_mw(struct ibv_mw *mw);
-int rdmafs_post_send(struct ibv_qp *qp, struct rdmafs_send *s);
+int rdmafs_post_send(struct ibv_qp *qp, struct rdmafs_send *s, int n);
 int rdmafs_post_recv(struct ibv_qp *qp, struct rdmafs_recv *r);
 int rdmafs_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out);
 int rdmafs_spin_poll(struct ibv_cq *cq, int n, struct rdmafs_wc *out, int spins);

@@ -57,7 +57,7 @@ type conn struct {
 	remote      string
 
 	sendMu   sync.Mutex
-	swr      *C.struct_rdmafs_send // C memory: the work request being posted
+	swr      *C.struct_rdmafs_send // C memory: the chain being posted (RDMAFS_MAX_CHAIN)
 	sq       []sendSlot            // by sequence number modulo SendDepth
 	sqPosted uint64                // next sequence number
 	sqDone   uint64                // sequence numbers below are complete
@@ -134,7 +134,7 @@ func newConn(p *pd, id *C.struct_rdma_cm_id, ech *eventChannel, cfg verbs.ConnCo
 	}
 	c.qp = id.qp
 	c.qpNum = uint32(c.qp.qp_num)
-	c.swr = (*C.struct_rdmafs_send)(C.calloc(1, C.sizeof_struct_rdmafs_send))
+	c.swr = (*C.struct_rdmafs_send)(C.calloc(C.RDMAFS_MAX_CHAIN, C.sizeof_struct_rdmafs_send))
 	c.rwr = (*C.struct_rdmafs_recv)(C.calloc(1, C.sizeof_struct_rdmafs_recv))
 	c.wcs = (*C.struct_rdmafs_wc)(C.calloc(32, C.sizeof_struct_rdmafs_wc))
 	p.dev.watch.add(c)
@@ -217,6 +217,9 @@ func (c *conn) setSGL(dst *[C.RDMAFS_MAX_SGE]C.struct_ibv_sge, sgl []verbs.SGE, 
 	return total, nil
 }
 
+// The C helpers take chains as long as verbs does.
+const _ = uint(C.RDMAFS_MAX_CHAIN-verbs.MaxChain) + uint(verbs.MaxChain-C.RDMAFS_MAX_CHAIN)
+
 func (c *conn) PostSend(wr *verbs.SendWR) error {
 	if err := c.postSend(wr); err != nil {
 		return &verbs.VerbError{Verb: "ibv_post_send", Err: err}
@@ -224,22 +227,75 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	return nil
 }
 
-func (c *conn) postSend(wr *verbs.SendWR) error {
-	if int(wr.Opcode) >= len(wrOpcodes) {
-		return fmt.Errorf("opcode %v: %w", wr.Opcode, syscall.EINVAL)
+// postSend posts the chain from head with one ibv_post_send. Its work
+// requests get consecutive sequence numbers; the windows it binds are
+// locked until the device has taken it, so that a failed bind's
+// completion, which gives a window its key back, comes after the post has
+// set the key.
+func (c *conn) postSend(head *verbs.SendWR) error {
+	n := 0
+	for wr := head; wr != nil && n <= verbs.MaxChain; wr = wr.Next {
+		n++
+	}
+	if n > verbs.MaxChain {
+		return fmt.Errorf("chain of more than %d work requests: %w", verbs.MaxChain, syscall.EINVAL)
 	}
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.qpGone || c.ended() {
 		return c.Err()
 	}
-	if c.sqPosted-c.sqDone >= uint64(c.cfg.SendDepth) {
+	if c.sqPosted-c.sqDone+uint64(n) > uint64(c.cfg.SendDepth) {
 		return fmt.Errorf("send queue full (%d work requests): %w", c.cfg.SendDepth, syscall.ENOMEM)
 	}
-	s := c.swr
-	*s = C.struct_rdmafs_send{}
+	var windows windowLocks
+	windows.lock(head)
+	defer windows.unlock()
+	s := unsafe.Slice(c.swr, verbs.MaxChain)
+	var slots [verbs.MaxChain]sendSlot
 	seq := c.sqPosted
-	slot := sendSlot{id: wr.ID, op: wr.Opcode}
+	filled := 0
+	var err error
+	for wr := head; wr != nil; wr = wr.Next {
+		if err = c.fill(&s[filled], wr, seq+uint64(filled), &slots[filled]); err != nil {
+			break
+		}
+		filled++
+	}
+	posted := 0
+	if filled > 0 {
+		took, errno := C.rdmafs_post_send(c.qp, c.swr, C.int(filled))
+		if posted = int(took); posted < filled {
+			if err = errno; err == nil {
+				err = syscall.EIO
+			}
+		}
+	}
+	for i := range posted {
+		c.sq[(seq+uint64(i))%uint64(len(c.sq))] = slots[i]
+	}
+	c.sqPosted += uint64(posted)
+	// The binds not posted give their windows their keys back, the
+	// latest first (a chain may bind a window twice).
+	for i := filled - 1; i >= posted; i-- {
+		if slots[i].mw != nil {
+			slots[i].mw.posted.Store(slots[i].oldKey)
+		}
+	}
+	if err != nil {
+		return &verbs.PostError{Posted: posted, Err: err}
+	}
+	return nil
+}
+
+// fill checks wr and writes it into s, with sequence number seq, and what
+// the provider remembers of it into slot.
+func (c *conn) fill(s *C.struct_rdmafs_send, wr *verbs.SendWR, seq uint64, slot *sendSlot) error {
+	if int(wr.Opcode) >= len(wrOpcodes) {
+		return fmt.Errorf("opcode %v: %w", wr.Opcode, syscall.EINVAL)
+	}
+	*s = C.struct_rdmafs_send{}
+	*slot = sendSlot{id: wr.ID, op: wr.Opcode}
 	s.wr_id = C.uint64_t(seq)
 	s.opcode = wrOpcodes[wr.Opcode]
 	if wr.Signaled {
@@ -262,10 +318,7 @@ func (c *conn) postSend(wr *verbs.SendWR) error {
 			err = fmt.Errorf("local invalidate with SGEs: %w", syscall.EINVAL)
 		}
 	case verbs.OpBindMW:
-		err = c.setBind(s, wr, &slot)
-		if err == nil {
-			defer slot.mw.mu.Unlock() // taken by setBind, until the post
-		}
+		err = c.setBind(s, wr, slot)
 	}
 	if err != nil {
 		return err
@@ -274,24 +327,16 @@ func (c *conn) postSend(wr *verbs.SendWR) error {
 	s.remote_addr = C.uint64_t(wr.RemoteAddr)
 	s.rkey = C.uint32_t(wr.RKey)
 	s.inv_rkey = C.uint32_t(wr.InvalidateRKey)
-	if r := C.rdmafs_post_send(c.qp, s); r != 0 {
-		if slot.mw != nil {
-			slot.mw.posted.Store(slot.oldKey)
-		}
-		return syscall.Errno(r)
-	}
-	c.sq[seq%uint64(len(c.sq))] = slot
-	c.sqPosted++
 	return nil
 }
 
-// setBind fills in a bind and sets the window's new key; it returns with
-// the window's lock held (the caller unlocks after posting).
+// setBind fills in a bind and sets the window's new key. The caller holds
+// the window's lock (windowLocks).
 func (c *conn) setBind(s *C.struct_rdmafs_send, wr *verbs.SendWR, slot *sendSlot) error {
 	w, ok := wr.MW.(*mw)
 	r, ok2 := wr.BindMR.(*mr)
 	switch {
-	case !ok || !ok2:
+	case !ok || !ok2 || w == nil || r == nil:
 		return fmt.Errorf("bind: window or region not of the ibverbs provider: %w", syscall.EINVAL)
 	case w.pd != c.pd || r.pd != c.pd:
 		return fmt.Errorf("bind: window or region of another protection domain: %w", syscall.EINVAL)
@@ -299,22 +344,18 @@ func (c *conn) setBind(s *C.struct_rdmafs_send, wr *verbs.SendWR, slot *sendSlot
 		return fmt.Errorf("bind with SGEs: %w", syscall.EINVAL)
 	case wr.Offset < 0 || wr.Length < 0 || wr.Offset > len(r.mem) || wr.Length > len(r.mem)-wr.Offset:
 		return fmt.Errorf("bind: %d bytes at %d outside the region's %d: %w", wr.Length, wr.Offset, len(r.mem), syscall.EINVAL)
+	case w.closed:
+		return fmt.Errorf("bind: window deallocated: %w", syscall.EINVAL)
 	}
 	access, err := accessFlags(wr.BindAccess)
 	if err != nil {
 		return err
-	}
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return fmt.Errorf("bind: window deallocated: %w", syscall.EINVAL)
 	}
 	cur := w.posted.Load()
 	key := wr.NewRKey
 	if key == 0 {
 		key = cur&^0xff | (cur+1)&0xff
 	} else if key>>8 != cur>>8 {
-		w.mu.Unlock()
 		return fmt.Errorf("bind: new rkey %#x does not keep the window's index (rkey %#x): %w", key, cur, syscall.EINVAL)
 	}
 	*slot = sendSlot{id: wr.ID, op: wr.Opcode, mw: w, newKey: key, oldKey: cur}
@@ -326,6 +367,42 @@ func (c *conn) setBind(s *C.struct_rdmafs_send, wr *verbs.SendWR, slot *sendSlot
 	s.bind_access = C.uint32_t(access)
 	s.new_rkey = C.uint32_t(key)
 	return nil
+}
+
+// windowLocks holds the locks of the windows a chain binds, each once,
+// taken in the order of their addresses (Go's heap does not move), so
+// that chains posted at once on connections of one PD cannot deadlock.
+type windowLocks struct {
+	ws [verbs.MaxChain]*mw
+	n  int
+}
+
+func (l *windowLocks) lock(head *verbs.SendWR) {
+	for wr := head; wr != nil; wr = wr.Next {
+		w, ok := wr.MW.(*mw)
+		if wr.Opcode != verbs.OpBindMW || !ok || w == nil {
+			continue
+		}
+		i := 0
+		for i < l.n && uintptr(unsafe.Pointer(l.ws[i])) < uintptr(unsafe.Pointer(w)) {
+			i++
+		}
+		if i < l.n && l.ws[i] == w {
+			continue
+		}
+		copy(l.ws[i+1:l.n+1], l.ws[i:l.n])
+		l.ws[i] = w
+		l.n++
+	}
+	for _, w := range l.ws[:l.n] {
+		w.mu.Lock()
+	}
+}
+
+func (l *windowLocks) unlock() {
+	for _, w := range l.ws[:l.n] {
+		w.mu.Unlock()
+	}
 }
 
 func (c *conn) PostRecv(wr *verbs.RecvWR) error {

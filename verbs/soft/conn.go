@@ -165,26 +165,43 @@ func newConn(pd *pd, nc net.Conn, fr *frameReader, fw *frameWriter, cfg verbs.Co
 // --- the verbs.Conn methods
 
 func (c *conn) PostSend(wr *verbs.SendWR) error {
+	n := 0
+	for w := wr; w != nil && n <= verbs.MaxChain; w = w.Next {
+		n++
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.takeSendLocked()
-	err := c.fillSendWQE(w, wr)
+	var err error
 	switch {
-	case err != nil:
+	case n > verbs.MaxChain:
+		err = fmt.Errorf("chain of more than %d work requests: %w", verbs.MaxChain, syscall.EINVAL)
 	case c.state != stateUp:
 		err = c.err
-	case c.sq.len() >= c.cfg.SendDepth:
+	case c.sq.len()+n > c.cfg.SendDepth:
 		err = fmt.Errorf("send queue full (%d work requests): %w", c.cfg.SendDepth, syscall.ENOMEM)
 	}
+	// The chain's work requests go in one by one, and the sender sees
+	// none of them before the lock is let go.
+	posted := 0
+	for ; wr != nil && err == nil; wr = wr.Next {
+		w := c.takeSendLocked()
+		if err = c.fillSendWQE(w, wr); err != nil {
+			c.recycleSendLocked(w) // never posted: nothing else has seen it
+			err = &verbs.PostError{Posted: posted, Err: err}
+			break
+		}
+		if w.op == verbs.OpBindMW {
+			w.mw.posted.Store(w.newKey)
+		}
+		c.sq.push(w)
+		posted++
+	}
+	if posted > 0 {
+		c.kick.Signal()
+	}
 	if err != nil {
-		c.recycleSendLocked(w) // never posted: nothing else has seen it
 		return &verbs.VerbError{Verb: "post_send", Err: err}
 	}
-	if w.op == verbs.OpBindMW {
-		w.mw.posted.Store(w.newKey)
-	}
-	c.sq.push(w)
-	c.kick.Signal()
 	return nil
 }
 
