@@ -21,6 +21,10 @@ type fileHandle struct {
 	cred   *sunrpc.Cred
 	stable nfs3.StableHow // Unstable: write-behind; else each write waits for the server
 	closed atomic.Bool    // a FLUSH came and no I/O since (counted in obj.closed)
+	// errsSeen counts the file's write-back failures this descriptor has
+	// reported or was opened after (writeback.sync). Only its FUSE
+	// requests touch it, under the writeback's mutex.
+	errsSeen uint64
 }
 
 // markClosed records a FLUSH: close(2) of a descriptor of h. Its RELEASE
@@ -65,6 +69,9 @@ func (f *FS) open(ctx context.Context, obj *object, flags uint32, a *nfs3.Fattr)
 	obj.mu.Unlock()
 
 	h := &fileHandle{fs: f, obj: obj, cred: f.cred(ctx), stable: nfs3.Unstable}
+	if wb := obj.writeback(); wb != nil {
+		h.errsSeen = wb.sample()
+	}
 	var fuseFlags uint32
 	if keep {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
@@ -217,7 +224,7 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	h.obj.kernelWrote(off + int64(len(data)))
 	wb := f.writebackFor(h.obj)
 	if h.stable == nfs3.Unstable {
-		if err := wb.write(ctx, h.cred, off, data); err != nil {
+		if err := wb.write(ctx, h.cred, &h.errsSeen, off, data); err != nil {
 			return 0, errno(err)
 		}
 		return uint32(len(data)), 0
@@ -270,7 +277,7 @@ func (h *fileHandle) sync(ctx context.Context) syscall.Errno {
 	ctx, release := killable(ctx)
 	defer release()
 	if wb := h.obj.writeback(); wb != nil {
-		return errno(wb.sync(ctx))
+		return errno(wb.sync(ctx, &h.errsSeen))
 	}
 	return 0
 }

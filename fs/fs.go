@@ -181,7 +181,11 @@ func (f *FS) MountOptions() *gofs.Options {
 func (f *FS) Shutdown(ctx context.Context) error {
 	var first error
 	for wb := range f.dirty.holdings() {
-		if err := wb.sync(ctx); err != nil && first == nil {
+		err := wb.flush(ctx)
+		if err == nil {
+			err = wb.unreported()
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}

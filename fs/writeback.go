@@ -95,8 +95,15 @@ type writeback struct {
 	sending  int
 	held     int64 // bytes in extents
 	unstable int64 // bytes in unstable extents
-	err      error // first failure of a background WRITE, for the next flush
 	commits  int   // background commits running
+
+	// The failures of background WRITEs, reported as Linux reports a
+	// write-back error (errseq_t): to every descriptor open when it
+	// happened, once, at its next fsync or close. Each descriptor counts
+	// the failures it has seen (fileHandle.errsSeen).
+	err      error  // the latest failure
+	errs     uint64 // failures so far
+	reported bool   // err was reported to some descriptor
 
 	// syncing holds a token while a sync runs: one at a time. It is a
 	// channel, not a mutex, so that a caller being killed stops waiting
@@ -162,14 +169,16 @@ func (obj *object) unsentWrites() bool {
 	return false
 }
 
-// write takes data written at off, for cred.
-func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, off int64, data []byte) error {
+// write takes data written at off, for cred, through a descriptor that
+// has seen *seen write-back failures.
+func (wb *writeback) write(ctx context.Context, cred *sunrpc.Cred, seen *uint64, off int64, data []byte) error {
 	wsize := int64(wb.f.opts.WSize)
 	wb.mu.Lock()
-	if err := wb.err; err != nil && outOfSpace(err) {
+	if wb.errs != *seen && outOfSpace(wb.err) {
 		// Like the kernel client, a write reports a failed write-back
 		// only when the server is out of space; any other failure waits
 		// for fsync or close, and the data is taken.
+		err := wb.unseenLocked(seen)
 		wb.mu.Unlock()
 		return err
 	}
@@ -290,9 +299,8 @@ func (wb *writeback) send(e *extent) {
 	switch {
 	case err != nil:
 		f.logf("write-behind of %d bytes at %d to file %d failed: %v", e.n, e.off, wb.obj.fileID, err)
-		if wb.err == nil {
-			wb.err = err
-		}
+		wb.err, wb.reported = err, false
+		wb.errs++
 		wb.remove(e)
 	case committed != nfs3.Unstable:
 		wb.remove(e)
@@ -376,29 +384,72 @@ func (wb *writeback) waitSent(ctx context.Context, off, end int64) error {
 	}
 }
 
-// sync sends everything and commits it: the data is durable on the server
-// when it returns nil. It returns (and forgets) the first error of a
-// background WRITE since the last sync: fsync(2) and close(2).
-func (wb *writeback) sync(ctx context.Context) error { return wb.flush(ctx, true) }
+// sample returns the count of write-back failures a descriptor opened now
+// starts from: all so far, unless the latest was never reported, which the
+// new descriptor then reports (as Linux's errseq_sample).
+func (wb *writeback) sample() uint64 {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.errs > 0 && !wb.reported {
+		return wb.errs - 1
+	}
+	return wb.errs
+}
+
+// unseenLocked returns the latest write-back failure if a descriptor that
+// has seen *seen failures has not seen it, and moves *seen past it. The
+// caller holds wb.mu.
+func (wb *writeback) unseenLocked(seen *uint64) error {
+	if *seen == wb.errs {
+		return nil
+	}
+	*seen = wb.errs
+	wb.reported = true
+	return wb.err
+}
+
+// unreported returns the latest write-back failure if no descriptor has
+// reported it.
+func (wb *writeback) unreported() error {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.errs > 0 && !wb.reported {
+		return wb.err
+	}
+	return nil
+}
+
+// sync sends everything and commits it, for fsync(2) and close(2) through
+// a descriptor that has seen *seen write-back failures: the data is
+// durable on the server when it returns nil. It returns a failure of a
+// background WRITE the descriptor has not seen.
+func (wb *writeback) sync(ctx context.Context, seen *uint64) error {
+	if err := wb.flush(ctx); err != nil {
+		return err
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.unseenLocked(seen)
+}
 
 // settle sends everything and commits it, as sync does, for an operation
 // that must not run while data is on its way (a SETATTR: a WRITE landing
 // after it would undo a truncate or a new mtime). Whether the data made it
-// is the writer's to learn, at its next fsync or close: settle fails only
-// if ctx ends, leaving a WRITE's error recorded and a failed COMMIT's data
-// uncommitted. The kernel client's SETATTR likewise ignores what writing
-// back the file's data returned, so a chown by root succeeds while another
-// user's write-back is refused.
+// is for the descriptors to learn, at their next fsync or close: settle
+// fails only if ctx ends, leaving a failed COMMIT's data uncommitted. The
+// kernel client's SETATTR likewise ignores what writing back the file's
+// data returned, so a chown by root succeeds while another user's
+// write-back is refused.
 func (wb *writeback) settle(ctx context.Context) error {
-	if err := wb.flush(ctx, false); err != nil && ctx.Err() != nil {
+	if err := wb.flush(ctx); err != nil && ctx.Err() != nil {
 		return err
 	}
 	return nil
 }
 
-// flush sends everything and commits it; report says whether a WRITE's
-// error is returned (and forgotten) or left for the next sync.
-func (wb *writeback) flush(ctx context.Context, report bool) error {
+// flush sends everything and commits it. Its error is a COMMIT's, or
+// ctx's; a WRITE's failure is recorded for the descriptors (sync).
+func (wb *writeback) flush(ctx context.Context) error {
 	select {
 	case wb.syncing <- struct{}{}:
 	case <-ctx.Done():
@@ -415,15 +466,6 @@ func (wb *writeback) flush(ctx context.Context, report bool) error {
 	for {
 		if err := wb.waitSent(ctx, 0, 1<<63-1); err != nil {
 			return err
-		}
-		if report {
-			wb.mu.Lock()
-			err := wb.err
-			wb.err = nil
-			wb.mu.Unlock()
-			if err != nil {
-				return err
-			}
 		}
 		again, err := wb.commit(ctx)
 		if err != nil || !again {
