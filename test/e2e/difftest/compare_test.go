@@ -67,3 +67,38 @@ func TestUnlinkedOpenLinkEvent(t *testing.T) {
 		t.Errorf("a is still there")
 	}
 }
+
+// TestWriteToUnsearchableDirEvent: a run notices access(W_OK) of a
+// directory whose mode denies the caller search permission, and only that.
+func TestWriteToUnsearchableDirEvent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a run's users need root to become them")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(dir, 0o777)
+	run, err := NewRun(dir, Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	for _, step := range []struct {
+		op   Op
+		want Event
+	}{
+		{alice.mkdir("d", 0o777), ""},
+		{alice.chmod("d", 0o666), ""},
+		{alice.access("d", unix.W_OK), WriteToUnsearchableDir}, // owner, no x
+		{alice.access("d", unix.R_OK), ""},                    // not a write
+		{root.access("d", unix.W_OK), ""},                     // root may search anything
+		{bob.access("d", unix.W_OK), WriteToUnsearchableDir},  // other, no x
+		{alice.chmod("d", 0o766), ""},
+		{alice.access("d", unix.W_OK), ""},
+		{bob.access("d", unix.W_OK), WriteToUnsearchableDir},
+	} {
+		r := run.Do(step.op)
+		if r.Event != step.want {
+			t.Errorf("%v: event %q, want %q (%v)", step.op, r.Event, step.want, r)
+		}
+	}
+}

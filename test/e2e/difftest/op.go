@@ -145,6 +145,13 @@ type Event string
 // cannot tell through which name a file was opened and always hides it.
 const UnlinkedOpenLink Event = "removed a name of an open file with other links"
 
+// WriteToUnsearchableDir: access(2) asked for write permission on a
+// directory whose mode bits deny the caller search permission. The kernel
+// client asks the server, and knfsd grants no change to a directory
+// without search permission; FUSE with default_permissions answers from
+// the mode bits, which grant write.
+const WriteToUnsearchableDir Event = "asked for write access to a directory it may not search"
+
 // Attr is what a stat shows.
 type Attr struct {
 	Mode     uint32 // type and permission bits

@@ -41,11 +41,12 @@ var (
 // setresuid change only the calling thread, and a thread that dropped root
 // cannot take it back, so the thread is never given back to the runtime.
 type worker struct {
+	user User
 	jobs chan func()
 }
 
 func startWorker(u User) (*worker, error) {
-	w := &worker{jobs: make(chan func())}
+	w := &worker{user: u, jobs: make(chan func())}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // for good: the thread ends with the goroutine
@@ -219,6 +220,24 @@ func (r *Run) openWithOtherLinks(path string) bool {
 	return false
 }
 
+// unsearchableDir reports whether path is a directory whose mode bits
+// deny user search permission.
+func (r *Run) unsearchableDir(user string, path string) bool {
+	w := r.workers[user]
+	var st unix.Stat_t
+	if w == nil || w.user.UID == 0 || unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	u := w.user
+	switch {
+	case st.Uid == u.UID:
+		return st.Mode&0o100 == 0
+	case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
+		return st.Mode&0o010 == 0
+	}
+	return st.Mode&0o001 == 0
+}
+
 // hidingEvent marks the result of an unlink or rename that removed the
 // name of an open file with other links (see UnlinkedOpenLink).
 func (r *Run) hidingEvent(res Result, shared bool) Result {
@@ -329,7 +348,11 @@ func (r *Run) call(op Op) Result {
 		}
 		return res
 	case Access:
-		return result(0, unix.Faccessat2(unix.AT_FDCWD, p, uint32(op.Flags), unix.AT_EACCESS))
+		res := result(0, unix.Faccessat2(unix.AT_FDCWD, p, uint32(op.Flags), unix.AT_EACCESS))
+		if op.Flags&unix.W_OK != 0 && r.unsearchableDir(op.User, p) {
+			res.Event = WriteToUnsearchableDir
+		}
+		return res
 	case Readdir:
 		f, err := os.Open(p)
 		if err != nil {
