@@ -89,12 +89,48 @@ func TestWriteToUnsearchableDirEvent(t *testing.T) {
 		{alice.mkdir("d", 0o777), ""},
 		{alice.chmod("d", 0o666), ""},
 		{alice.access("d", unix.W_OK), WriteToUnsearchableDir}, // owner, no x
-		{alice.access("d", unix.R_OK), ""},                    // not a write
-		{root.access("d", unix.W_OK), ""},                     // root may search anything
-		{bob.access("d", unix.W_OK), WriteToUnsearchableDir},  // other, no x
+		{alice.access("d", unix.R_OK), ""},                     // not a write
+		{root.access("d", unix.W_OK), ""},                      // root may search anything
+		{bob.access("d", unix.W_OK), WriteToUnsearchableDir},   // other, no x
 		{alice.chmod("d", 0o766), ""},
 		{alice.access("d", unix.W_OK), ""},
 		{bob.access("d", unix.W_OK), WriteToUnsearchableDir},
+	} {
+		r := run.Do(step.op)
+		if r.Event != step.want {
+			t.Errorf("%v: event %q, want %q (%v)", step.op, r.Event, step.want, r)
+		}
+	}
+}
+
+// TestFailedInUnwritableDirEvent: a run notices a failed change of a name
+// in a directory whose mode denies the caller write permission, and only
+// that.
+func TestFailedInUnwritableDirEvent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a run's users need root to become them")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(dir, 0o777)
+	run, err := NewRun(dir, Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	for _, step := range []struct {
+		op   Op
+		want Event
+	}{
+		{root.mkdir("d", 0o755), ""},
+		{root.create("d/f", 0o644, "r"), ""},
+		{alice.rmdir("d/f"), FailedInUnwritableDir}, // EACCES here; ENOTDIR on the kernel client
+		{alice.unlink("d/f"), FailedInUnwritableDir},
+		{alice.rename("d/f", "g"), FailedInUnwritableDir},
+		{alice.mkdir("g", 0o755), ""}, // a directory she may write
+		{alice.mkdir("g", 0o755), ""}, // EEXIST, but not for want of permission
+		{root.rmdir("d/f"), ""},       // root may write anywhere
+		{alice.rename("g", "d/g"), FailedInUnwritableDir},
 	} {
 		r := run.Do(step.op)
 		if r.Event != step.want {

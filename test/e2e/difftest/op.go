@@ -152,6 +152,13 @@ const UnlinkedOpenLink Event = "removed a name of an open file with other links"
 // the mode bits, which grant write.
 const WriteToUnsearchableDir Event = "asked for write access to a directory it may not search"
 
+// FailedInUnwritableDir: a call that adds or removes a name failed, in a
+// directory whose mode bits deny the caller write permission. FUSE with
+// default_permissions checks that permission first (EACCES); the kernel
+// client leaves it to the server and may fail first for another reason
+// it sees itself (rmdir of a file: ENOTDIR).
+const FailedInUnwritableDir Event = "failed to change a directory it may not write"
+
 // Attr is what a stat shows.
 type Attr struct {
 	Mode     uint32 // type and permission bits

@@ -150,7 +150,13 @@ func (r *Run) Do(op Op) Result {
 		return Result{Errno: "no user " + op.User}
 	}
 	var res Result
-	w.do(func() { res = r.call(op) })
+	w.do(func() {
+		unwritable := r.changesUnwritableDir(op)
+		res = r.call(op)
+		if unwritable && res.Errno != "" && res.Event == "" {
+			res.Event = FailedInUnwritableDir
+		}
+	})
 	if res.Stat != nil {
 		name := op.Path
 		if op.Call == Fstat {
@@ -220,9 +226,16 @@ func (r *Run) openWithOtherLinks(path string) bool {
 	return false
 }
 
-// unsearchableDir reports whether path is a directory whose mode bits
-// deny user search permission.
-func (r *Run) unsearchableDir(user string, path string) bool {
+// The permission bits of a directory's owner class that dirDenies checks,
+// shifted to its class.
+const (
+	searchBit = 0o100
+	writeBit  = 0o200
+)
+
+// dirDenies reports whether path is a directory whose mode bits deny user
+// the permission bit (searchBit or writeBit), which root always has.
+func (r *Run) dirDenies(user string, path string, bit uint32) bool {
 	w := r.workers[user]
 	var st unix.Stat_t
 	if w == nil || w.user.UID == 0 || unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -231,11 +244,31 @@ func (r *Run) unsearchableDir(user string, path string) bool {
 	u := w.user
 	switch {
 	case st.Uid == u.UID:
-		return st.Mode&0o100 == 0
+		return st.Mode&bit == 0
 	case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
-		return st.Mode&0o010 == 0
+		return st.Mode&(bit>>3) == 0
 	}
-	return st.Mode&0o001 == 0
+	return st.Mode&(bit>>6) == 0
+}
+
+// changesUnwritableDir reports whether op adds or removes a name in a
+// directory whose mode bits deny op's user write permission.
+func (r *Run) changesUnwritableDir(op Op) bool {
+	var dirs []string
+	switch op.Call {
+	case Unlink, Rmdir, Mkdir, Mkfifo, Symlink:
+		dirs = []string{op.Path}
+	case Link:
+		dirs = []string{op.Path2}
+	case Rename:
+		dirs = []string{op.Path, op.Path2}
+	}
+	for _, d := range dirs {
+		if r.dirDenies(op.User, r.path(filepath.Dir(d)), writeBit) {
+			return true
+		}
+	}
+	return false
 }
 
 // hidingEvent marks the result of an unlink or rename that removed the
@@ -349,7 +382,7 @@ func (r *Run) call(op Op) Result {
 		return res
 	case Access:
 		res := result(0, unix.Faccessat2(unix.AT_FDCWD, p, uint32(op.Flags), unix.AT_EACCESS))
-		if op.Flags&unix.W_OK != 0 && r.unsearchableDir(op.User, p) {
+		if op.Flags&unix.W_OK != 0 && r.dirDenies(op.User, p, searchBit) {
 			res.Event = WriteToUnsearchableDir
 		}
 		return res
