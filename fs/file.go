@@ -21,6 +21,7 @@ type fileHandle struct {
 	cred   *sunrpc.Cred
 	stable nfs3.StableHow // Unstable: write-behind; else each write waits for the server
 	closed atomic.Bool    // a FLUSH came and no I/O since (counted in obj.closed)
+	writer bool           // opened for writing: its close writes back and reports
 	// errsSeen counts the file's write-back failures this descriptor has
 	// reported or was opened after (writeback.sync). Only its FUSE
 	// requests touch it, under the writeback's mutex.
@@ -68,7 +69,8 @@ func (f *FS) open(ctx context.Context, obj *object, flags uint32, a *nfs3.Fattr)
 	obj.opens++
 	obj.mu.Unlock()
 
-	h := &fileHandle{fs: f, obj: obj, cred: f.cred(ctx), stable: nfs3.Unstable}
+	h := &fileHandle{fs: f, obj: obj, cred: f.cred(ctx), stable: nfs3.Unstable,
+		writer: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
 	if wb := obj.writeback(); wb != nil {
 		h.errsSeen = wb.sample()
 	}
@@ -260,20 +262,26 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	return uint32(done), 0
 }
 
-// Flush implements gofs.FileFlusher: close(2) sends and commits what was
-// written, and reports a failure of write-behind.
+// Flush implements gofs.FileFlusher: close(2) of a descriptor open for
+// writing sends and commits what was written to the file, and reports a
+// failure of write-behind that no fsync has reported, or that happened
+// meanwhile (writeback.close). As the kernel client's, the close of a
+// read-only descriptor does neither.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
 	h.markClosed()
-	return h.sync(ctx)
+	wb := h.obj.writeback()
+	if !h.writer || wb == nil {
+		return 0
+	}
+	ctx, release := killable(ctx)
+	defer release()
+	return errno(wb.close(ctx))
 }
 
-// Fsync implements gofs.FileFsyncer.
+// Fsync implements gofs.FileFsyncer: it sends and commits what was written
+// to the file, and reports a failure of write-behind this descriptor has
+// not seen (writeback.sync).
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return h.sync(ctx)
-}
-
-// sync sends and commits what was written through h's file.
-func (h *fileHandle) sync(ctx context.Context) syscall.Errno {
 	ctx, release := killable(ctx)
 	defer release()
 	if wb := h.obj.writeback(); wb != nil {

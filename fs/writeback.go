@@ -98,12 +98,15 @@ type writeback struct {
 	commits  int   // background commits running
 
 	// The failures of background WRITEs, reported as Linux reports a
-	// write-back error (errseq_t): to every descriptor open when it
-	// happened, once, at its next fsync or close. Each descriptor counts
-	// the failures it has seen (fileHandle.errsSeen).
+	// write-back error (errseq_t, which the kernel client's fsync and
+	// close report from): fsync reports one to every descriptor open
+	// when it happened, and to one opened after it while no fsync has
+	// reported it, once each; a close reports one no fsync has reported,
+	// or one that happened during the close. Each descriptor counts the
+	// failures it has seen (fileHandle.errsSeen).
 	err      error  // the latest failure
 	errs     uint64 // failures so far
-	reported bool   // err was reported to some descriptor
+	reported bool   // an fsync reported err (errseq's "seen")
 
 	// syncing holds a token while a sync runs: one at a time. It is a
 	// channel, not a mutex, so that a caller being killed stops waiting
@@ -397,8 +400,8 @@ func (wb *writeback) sample() uint64 {
 }
 
 // unseenLocked returns the latest write-back failure if a descriptor that
-// has seen *seen failures has not seen it, and moves *seen past it. The
-// caller holds wb.mu.
+// has seen *seen failures has not seen it, moves *seen past it and marks
+// it reported. The caller holds wb.mu.
 func (wb *writeback) unseenLocked(seen *uint64) error {
 	if *seen == wb.errs {
 		return nil
@@ -408,7 +411,7 @@ func (wb *writeback) unseenLocked(seen *uint64) error {
 	return wb.err
 }
 
-// unreported returns the latest write-back failure if no descriptor has
+// unreported returns the latest write-back failure if no fsync has
 // reported it.
 func (wb *writeback) unreported() error {
 	wb.mu.Lock()
@@ -419,10 +422,10 @@ func (wb *writeback) unreported() error {
 	return nil
 }
 
-// sync sends everything and commits it, for fsync(2) and close(2) through
-// a descriptor that has seen *seen write-back failures: the data is
-// durable on the server when it returns nil. It returns a failure of a
-// background WRITE the descriptor has not seen.
+// sync sends everything and commits it, for fsync(2) through a
+// descriptor that has seen *seen write-back failures: the data is durable
+// on the server when it returns nil. It returns a failure of a background
+// WRITE the descriptor has not seen.
 func (wb *writeback) sync(ctx context.Context, seen *uint64) error {
 	if err := wb.flush(ctx); err != nil {
 		return err
@@ -430,6 +433,24 @@ func (wb *writeback) sync(ctx context.Context, seen *uint64) error {
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	return wb.unseenLocked(seen)
+}
+
+// close sends everything and commits it, for close(2) of a descriptor
+// open for writing, and returns a failure of a background WRITE that no
+// fsync has reported or that happened meanwhile. It marks nothing
+// reported: as the kernel client's close (nfs_file_flush), it leaves the
+// failure for the fsync of every descriptor.
+func (wb *writeback) close(ctx context.Context) error {
+	since := wb.sample()
+	if err := wb.flush(ctx); err != nil {
+		return err
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.errs != since {
+		return wb.err
+	}
+	return nil
 }
 
 // settle sends everything and commits it, as sync does, for an operation
