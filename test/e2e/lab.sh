@@ -539,6 +539,16 @@ cmd_run() {
     prep_ctl
     printf '%q ' "$@" >"$CTL/cmd"; echo >>"$CTL/cmd"
     boot 0
+    if [ "$BOOT_KILLED" = 1 ] && [ ! -s "$LOG" ]; then
+        # qemu ran but the guest never printed a byte, not even the
+        # kernel's first line: qemu itself stalled (seen once here, on a
+        # machine idle at the time; the next start booted at once). A
+        # guest that printed anything and did not boot is not retried.
+        log "the guest printed nothing in ${LAB_BOOT_TIMEOUT}s; starting qemu once more"
+        LOG=${LOG%.log}-retry.log
+        : >"$LOG"
+        boot 0
+    fi
     finish
 }
 
