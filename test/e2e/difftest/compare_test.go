@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -136,5 +137,40 @@ func TestFailedInUnwritableDirEvent(t *testing.T) {
 		if r.Event != step.want {
 			t.Errorf("%v: event %q, want %q (%v)", step.op, r.Event, step.want, r)
 		}
+	}
+}
+
+// TestCloseWaitsForHiddenName: after the last close of a file it unlinked
+// while open, a run waits until the file's hidden name is gone (as rdmafs
+// removes it when FUSE's RELEASE comes, after close(2) returned), and only
+// then goes on. Here the hidden name is a link that goes 300 ms later.
+func TestCloseWaitsForHiddenName(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a run's users need root to become them")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(dir, 0o777)
+	run, err := NewRun(dir, Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	hidden := filepath.Join(dir, ".nfs0000000000000001000000aa")
+	for _, op := range []Op{alice.create("f", 0o644, "w"), alice.link("f", filepath.Base(hidden)), alice.unlink("f")} {
+		if r := run.Do(op); r.Errno != "" {
+			t.Fatalf("%v: %v", op, r)
+		}
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		os.Remove(hidden)
+	}()
+	start := time.Now()
+	if r := run.Do(alice.close("w")); r.Errno != "" {
+		t.Fatalf("close: %v", r)
+	}
+	if _, err := os.Lstat(hidden); err == nil {
+		t.Errorf("the close returned after %v with the hidden name still there", time.Since(start).Round(time.Millisecond))
 	}
 }

@@ -96,14 +96,18 @@ type Run struct {
 	dir     string
 	workers map[string]*worker
 	fds     map[string]int
-	start   time.Time
-	last    map[statKey]Attr // the previous stat of each file
+	// hidden holds the files the run unlinked (or renamed over) while
+	// they were open, by inode: the directory of the hidden name an NFS
+	// client gives each until its last close.
+	hidden map[uint64]string
+	start  time.Time
+	last   map[statKey]Attr // the previous stat of each file
 }
 
 // NewRun prepares runs in dir, which must exist and be writable by every
 // user.
 func NewRun(dir string, users []User) (*Run, error) {
-	r := &Run{dir: dir, workers: make(map[string]*worker), fds: make(map[string]int), start: time.Now(), last: make(map[statKey]Attr)}
+	r := &Run{dir: dir, workers: make(map[string]*worker), fds: make(map[string]int), start: time.Now(), last: make(map[statKey]Attr), hidden: make(map[uint64]string)}
 	for _, u := range users {
 		w, err := startWorker(u)
 		if err != nil {
@@ -271,6 +275,83 @@ func (r *Run) changesUnwritableDir(op Op) bool {
 	return false
 }
 
+// openIno returns the inode number of the regular file path names if one
+// of the run's descriptors has it open, else 0.
+func (r *Run) openIno(path string) uint64 {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0
+	}
+	if r.fdOpen(st.Ino) {
+		return st.Ino
+	}
+	return 0
+}
+
+// fdOpen reports whether one of the run's descriptors has inode ino open.
+func (r *Run) fdOpen(ino uint64) bool {
+	for _, fd := range r.fds {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Ino == ino {
+			return true
+		}
+	}
+	return false
+}
+
+// noteHidden records that a successful unlink or rename removed path, the
+// name of open file ino (0: none).
+func (r *Run) noteHidden(res Result, ino uint64, path string) {
+	if res.Errno == "" && ino != 0 {
+		r.hidden[ino] = filepath.Dir(path)
+	}
+}
+
+// hiddenNameWait bounds how long a run waits for the hidden name of a file
+// unlinked while open to go after its last close.
+const hiddenNameWait = 2 * time.Second
+
+// closeFD closes fd. When it was the last of the run's descriptors of a
+// file unlinked while open, it then waits, at most hiddenNameWait, until
+// the hidden name an NFS client gave the file is gone: rdmafs removes it
+// when FUSE's RELEASE comes, after close(2) has returned (a known
+// difference, test/e2e/README.md), the kernel client with an RPC of its
+// own; the run compares what follows once it has happened.
+func (r *Run) closeFD(fd int) error {
+	var st unix.Stat_t
+	ino := uint64(0)
+	if unix.Fstat(fd, &st) == nil {
+		ino = st.Ino
+	}
+	err := unix.Close(fd)
+	dir, ok := r.hidden[ino]
+	if !ok || r.fdOpen(ino) {
+		return err
+	}
+	delete(r.hidden, ino)
+	for deadline := time.Now().Add(hiddenNameWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !hiddenNameOf(dir, ino) {
+			break
+		}
+	}
+	return err
+}
+
+// hiddenNameOf reports whether dir holds a hidden name of inode ino.
+func hiddenNameOf(dir string, ino uint64) bool {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range names {
+		var st unix.Stat_t
+		if sillyName.MatchString(e.Name()) && unix.Lstat(filepath.Join(dir, e.Name()), &st) == nil && st.Ino == ino {
+			return true
+		}
+	}
+	return false
+}
+
 // hidingEvent marks the result of an unlink or rename that removed the
 // name of an open file with other links (see UnlinkedOpenLink).
 func (r *Run) hidingEvent(res Result, shared bool) Result {
@@ -288,7 +369,8 @@ func (r *Run) call(op Op) Result {
 		fd, err := unix.Open(p, op.Flags|unix.O_CLOEXEC, op.Mode)
 		if err == nil {
 			if old, ok := r.fds[op.FD]; ok {
-				unix.Close(old)
+				delete(r.fds, op.FD)
+				r.closeFD(old)
 			}
 			r.fds[op.FD] = fd
 		}
@@ -299,7 +381,7 @@ func (r *Run) call(op Op) Result {
 			return Result{Errno: "EBADF"}
 		}
 		delete(r.fds, op.FD)
-		return result(0, unix.Close(fd))
+		return result(0, r.closeFD(fd))
 	case Pwrite:
 		fd, ok := r.fds[op.FD]
 		if !ok {
@@ -357,8 +439,10 @@ func (r *Run) call(op Op) Result {
 		ts := []unix.Timespec{{Sec: op.Atime}, {Sec: op.Mtime}}
 		return result(0, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
 	case Unlink:
-		shared := r.openWithOtherLinks(p)
-		return r.hidingEvent(result(0, unix.Unlink(p)), shared)
+		shared, hiding := r.openWithOtherLinks(p), r.openIno(p)
+		res := r.hidingEvent(result(0, unix.Unlink(p)), shared)
+		r.noteHidden(res, hiding, p)
+		return res
 	case Rmdir:
 		return result(0, unix.Rmdir(p))
 	case Mkdir:
@@ -366,8 +450,10 @@ func (r *Run) call(op Op) Result {
 	case Mkfifo:
 		return result(0, unix.Mknod(p, unix.S_IFIFO|op.Mode, 0))
 	case Rename:
-		shared := r.openWithOtherLinks(p2)
-		return r.hidingEvent(result(0, unix.Rename(p, p2)), shared)
+		shared, hiding := r.openWithOtherLinks(p2), r.openIno(p2)
+		res := r.hidingEvent(result(0, unix.Rename(p, p2)), shared)
+		r.noteHidden(res, hiding, p2)
+		return res
 	case Link:
 		return result(0, unix.Link(p, p2))
 	case Symlink:
