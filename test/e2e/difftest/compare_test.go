@@ -29,21 +29,8 @@ func TestDiverges(t *testing.T) {
 // file that has other names, by unlink or by a rename over it, and nothing
 // else.
 func TestUnlinkedOpenLinkEvent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a run's users need root to become them")
-	}
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755) // alice must reach it
-	os.Chmod(dir, 0o777)
-	run, err := NewRun(dir, Users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	for _, step := range []struct {
-		op   Op
-		want Event
-	}{
+	run, dir := newTestRun(t)
+	checkEvents(t, run, true, []eventStep{
 		{alice.create("a", 0o644, "w"), ""},
 		{alice.link("a", "b"), ""},
 		{alice.create("c", 0o644, "x"), ""},
@@ -54,15 +41,7 @@ func TestUnlinkedOpenLinkEvent(t *testing.T) {
 		{alice.link("a", "b"), ""},
 		{alice.unlink("b"), UnlinkedOpenLink},
 		{alice.unlink("a"), ""}, // the last name
-	} {
-		r := run.Do(step.op)
-		if r.Errno != "" {
-			t.Fatalf("%v: %v", step.op, r)
-		}
-		if r.Event != step.want {
-			t.Errorf("%v: event %q, want %q", step.op, r.Event, step.want)
-		}
-	}
+	})
 	var st unix.Stat_t
 	if unix.Stat(dir+"/a", &st) == nil {
 		t.Errorf("a is still there")
@@ -72,21 +51,8 @@ func TestUnlinkedOpenLinkEvent(t *testing.T) {
 // TestWriteToUnsearchableDirEvent: a run notices access(W_OK) of a
 // directory whose mode denies the caller search permission, and only that.
 func TestWriteToUnsearchableDirEvent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a run's users need root to become them")
-	}
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755)
-	os.Chmod(dir, 0o777)
-	run, err := NewRun(dir, Users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	for _, step := range []struct {
-		op   Op
-		want Event
-	}{
+	run, _ := newTestRun(t)
+	checkEvents(t, run, false, []eventStep{
 		{alice.mkdir("d", 0o777), ""},
 		{alice.chmod("d", 0o666), ""},
 		{alice.access("d", unix.W_OK), WriteToUnsearchableDir}, // owner, no x
@@ -96,33 +62,15 @@ func TestWriteToUnsearchableDirEvent(t *testing.T) {
 		{alice.chmod("d", 0o766), ""},
 		{alice.access("d", unix.W_OK), ""},
 		{bob.access("d", unix.W_OK), WriteToUnsearchableDir},
-	} {
-		r := run.Do(step.op)
-		if r.Event != step.want {
-			t.Errorf("%v: event %q, want %q (%v)", step.op, r.Event, step.want, r)
-		}
-	}
+	})
 }
 
 // TestFailedInUnwritableDirEvent: a run notices a failed change of a name
 // in a directory whose mode denies the caller write permission, and only
 // that.
 func TestFailedInUnwritableDirEvent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a run's users need root to become them")
-	}
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755)
-	os.Chmod(dir, 0o777)
-	run, err := NewRun(dir, Users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	for _, step := range []struct {
-		op   Op
-		want Event
-	}{
+	run, _ := newTestRun(t)
+	checkEvents(t, run, false, []eventStep{
 		{root.mkdir("d", 0o755), ""},
 		{root.create("d/f", 0o644, "r"), ""},
 		{alice.rmdir("d/f"), FailedInUnwritableDir}, // EACCES here; ENOTDIR on the kernel client
@@ -132,12 +80,7 @@ func TestFailedInUnwritableDirEvent(t *testing.T) {
 		{alice.mkdir("g", 0o755), ""}, // EEXIST, but not for want of permission
 		{root.rmdir("d/f"), ""},       // root may write anywhere
 		{alice.rename("g", "d/g"), FailedInUnwritableDir},
-	} {
-		r := run.Do(step.op)
-		if r.Event != step.want {
-			t.Errorf("%v: event %q, want %q (%v)", step.op, r.Event, step.want, r)
-		}
-	}
+	})
 }
 
 // TestCloseWaitsForHiddenName: after the last close of a file it unlinked
@@ -145,17 +88,7 @@ func TestFailedInUnwritableDirEvent(t *testing.T) {
 // removes it when FUSE's RELEASE comes, after close(2) returned), and only
 // then goes on. Here the hidden name is a link that goes 300 ms later.
 func TestCloseWaitsForHiddenName(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a run's users need root to become them")
-	}
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755)
-	os.Chmod(dir, 0o777)
-	run, err := NewRun(dir, Users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
+	run, dir := newTestRun(t)
 	hidden := filepath.Join(dir, ".nfs0000000000000001000000aa")
 	for _, op := range []Op{alice.create("f", 0o644, "w"), alice.link("f", filepath.Base(hidden)), alice.unlink("f")} {
 		if r := run.Do(op); r.Errno != "" {
@@ -172,5 +105,44 @@ func TestCloseWaitsForHiddenName(t *testing.T) {
 	}
 	if _, err := os.Lstat(hidden); err == nil {
 		t.Errorf("the close returned after %v with the hidden name still there", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// newTestRun makes a run of the three users in a new directory every one
+// of them may work in, and returns it and the directory.
+func newTestRun(t *testing.T) (*Run, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a run's users need root to become them")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755) // alice and bob must reach it
+	os.Chmod(dir, 0o777)
+	run, err := NewRun(dir, Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(run.Close)
+	return run, dir
+}
+
+// eventStep is a call and the event its result must carry.
+type eventStep struct {
+	op   Op
+	want Event
+}
+
+// checkEvents makes each step's call and checks its event; with
+// mustSucceed, a call that fails ends the test.
+func checkEvents(t *testing.T, run *Run, mustSucceed bool, steps []eventStep) {
+	t.Helper()
+	for _, step := range steps {
+		r := run.Do(step.op)
+		if mustSucceed && r.Errno != "" {
+			t.Fatalf("%v: %v", step.op, r)
+		}
+		if r.Event != step.want {
+			t.Errorf("%v: event %q, want %q (%v)", step.op, r.Event, step.want, r)
+		}
 	}
 }

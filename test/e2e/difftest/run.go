@@ -214,22 +214,6 @@ func (r *Run) note(key statKey, a *Attr) {
 
 func (r *Run) path(p string) string { return filepath.Join(r.dir, p) }
 
-// openWithOtherLinks reports whether path names a regular file that has
-// other names and that one of the run's descriptors has open.
-func (r *Run) openWithOtherLinks(path string) bool {
-	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
-		return false
-	}
-	for _, fd := range r.fds {
-		var fst unix.Stat_t
-		if unix.Fstat(fd, &fst) == nil && fst.Ino == st.Ino && fst.Dev == st.Dev {
-			return true
-		}
-	}
-	return false
-}
-
 // The permission bits of a directory's owner class that dirDenies checks,
 // shifted to its class.
 const (
@@ -275,17 +259,14 @@ func (r *Run) changesUnwritableDir(op Op) bool {
 	return false
 }
 
-// openIno returns the inode number of the regular file path names if one
-// of the run's descriptors has it open, else 0.
-func (r *Run) openIno(path string) uint64 {
+// openFile returns the inode number and link count of the regular file
+// path names if one of the run's descriptors has it open; ino is 0 if not.
+func (r *Run) openFile(path string) (ino, links uint64) {
 	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !r.fdOpen(st.Ino) {
+		return 0, 0
 	}
-	if r.fdOpen(st.Ino) {
-		return st.Ino
-	}
-	return 0
+	return st.Ino, st.Nlink
 }
 
 // fdOpen reports whether one of the run's descriptors has inode ino open.
@@ -299,12 +280,19 @@ func (r *Run) fdOpen(ino uint64) bool {
 	return false
 }
 
-// noteHidden records that a successful unlink or rename removed path, the
-// name of open file ino (0: none).
-func (r *Run) noteHidden(res Result, ino uint64, path string) {
-	if res.Errno == "" && ino != 0 {
-		r.hidden[ino] = filepath.Dir(path)
+// removedName records what an unlink or rename that removed path, a name
+// of open file ino (0: none) with links names, did if it succeeded: the
+// file keeps a hidden name until its last close (closeFD), and when it had
+// other names the result carries UnlinkedOpenLink.
+func (r *Run) removedName(res Result, path string, ino, links uint64) Result {
+	if res.Errno != "" || ino == 0 {
+		return res
 	}
+	r.hidden[ino] = filepath.Dir(path)
+	if links > 1 {
+		res.Event = UnlinkedOpenLink
+	}
+	return res
 }
 
 // hiddenNameWait bounds how long a run waits for the hidden name of a file
@@ -350,15 +338,6 @@ func hiddenNameOf(dir string, ino uint64) bool {
 		}
 	}
 	return false
-}
-
-// hidingEvent marks the result of an unlink or rename that removed the
-// name of an open file with other links (see UnlinkedOpenLink).
-func (r *Run) hidingEvent(res Result, shared bool) Result {
-	if res.Errno == "" && shared {
-		res.Event = UnlinkedOpenLink
-	}
-	return res
 }
 
 // call makes op on the calling thread.
@@ -439,10 +418,8 @@ func (r *Run) call(op Op) Result {
 		ts := []unix.Timespec{{Sec: op.Atime}, {Sec: op.Mtime}}
 		return result(0, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
 	case Unlink:
-		shared, hiding := r.openWithOtherLinks(p), r.openIno(p)
-		res := r.hidingEvent(result(0, unix.Unlink(p)), shared)
-		r.noteHidden(res, hiding, p)
-		return res
+		ino, links := r.openFile(p)
+		return r.removedName(result(0, unix.Unlink(p)), p, ino, links)
 	case Rmdir:
 		return result(0, unix.Rmdir(p))
 	case Mkdir:
@@ -450,10 +427,8 @@ func (r *Run) call(op Op) Result {
 	case Mkfifo:
 		return result(0, unix.Mknod(p, unix.S_IFIFO|op.Mode, 0))
 	case Rename:
-		shared, hiding := r.openWithOtherLinks(p2), r.openIno(p2)
-		res := r.hidingEvent(result(0, unix.Rename(p, p2)), shared)
-		r.noteHidden(res, hiding, p2)
-		return res
+		ino, links := r.openFile(p2)
+		return r.removedName(result(0, unix.Rename(p, p2)), p2, ino, links)
 	case Link:
 		return result(0, unix.Link(p, p2))
 	case Symlink:
