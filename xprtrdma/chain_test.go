@@ -3,7 +3,6 @@ package xprtrdma
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,15 +156,8 @@ func TestBindsChainedWithSend(t *testing.T) {
 	if err := c.Getattr(ctx, root, &fh, &attr); err != nil {
 		t.Fatal(err)
 	}
-	os.Mkdir(filepath.Join(b.dir, "d"), 0o755)
-	for i := range 300 {
-		os.WriteFile(filepath.Join(b.dir, "d", fmt.Sprintf("entry-%04d", i)), nil, 0o644)
-	}
-	var lr nfs3.LookupResult
-	if err := c.Lookup(ctx, root, &b.root, "d", &lr); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Readdirplus(ctx, root, &lr.FH, 0, nfs3.Verf{}, 32768, 65536, func(*nfs3.DirEntry) {}); err != nil {
+	dir := b.bigDir(t, c, 300)
+	if _, err := c.Readdirplus(ctx, root, &dir, 0, nfs3.Verf{}, 32768, 65536, func(*nfs3.DirEntry) {}); err != nil {
 		t.Fatal(err)
 	}
 	rpc := c.RPC()

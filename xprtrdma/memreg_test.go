@@ -3,7 +3,6 @@ package xprtrdma
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,14 +28,7 @@ func TestMemRegStrategies(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			fh := b.create(t, c, "f")
-			os.Mkdir(filepath.Join(b.dir, "d"), 0o755)
-			for i := range 300 {
-				os.WriteFile(filepath.Join(b.dir, "d", fmt.Sprintf("entry-%04d", i)), nil, 0o644)
-			}
-			var lr nfs3.LookupResult
-			if err := c.Lookup(ctx, root, &b.root, "d", &lr); err != nil {
-				t.Fatal(err)
-			}
+			dir := b.bigDir(t, c, 300)
 			for round := range 3 {
 				data := randomBytes(1 << 20)
 				buf := payload(t, tr, data)
@@ -59,7 +51,7 @@ func TestMemRegStrategies(t *testing.T) {
 					t.Fatalf("round %d: read back differs", round)
 				}
 				n := 0
-				if _, err := c.Readdirplus(ctx, root, &lr.FH, 0, nfs3.Verf{}, 32768, 65536, func(*nfs3.DirEntry) { n++ }); err != nil {
+				if _, err := c.Readdirplus(ctx, root, &dir, 0, nfs3.Verf{}, 32768, 65536, func(*nfs3.DirEntry) { n++ }); err != nil {
 					t.Fatalf("round %d: READDIRPLUS: %v", round, err)
 				}
 			}

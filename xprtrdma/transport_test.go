@@ -116,6 +116,21 @@ func (b *testBed) create(t *testing.T, c *nfs3.Client, name string) nfs3.FH {
 	return res.FH
 }
 
+// bigDir makes directory d on the server with n empty files, enough for a
+// READDIRPLUS reply too large to come inline, and returns its handle.
+func (b *testBed) bigDir(t *testing.T, c *nfs3.Client, n int) nfs3.FH {
+	t.Helper()
+	os.Mkdir(filepath.Join(b.dir, "d"), 0o755)
+	for i := range n {
+		os.WriteFile(filepath.Join(b.dir, "d", fmt.Sprintf("entry-%04d", i)), nil, 0o644)
+	}
+	var lr nfs3.LookupResult
+	if err := c.Lookup(context.Background(), root, &b.root, "d", &lr); err != nil {
+		t.Fatal(err)
+	}
+	return lr.FH
+}
+
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -167,16 +182,9 @@ func TestChunkTypes(t *testing.T) {
 	}
 	rres.Release()
 
-	os.Mkdir(filepath.Join(b.dir, "d"), 0o755)
-	for i := range 500 {
-		os.WriteFile(filepath.Join(b.dir, "d", fmt.Sprintf("entry-%04d", i)), nil, 0o644)
-	}
-	var lr nfs3.LookupResult
-	if err := c.Lookup(ctx, root, &b.root, "d", &lr); err != nil {
-		t.Fatal(err)
-	}
+	dir := b.bigDir(t, c, 500)
 	n := 0
-	if _, err := c.Readdirplus(ctx, root, &lr.FH, 0, nfs3.Verf{}, 32768, 65536, func(*nfs3.DirEntry) { n++ }); err != nil {
+	if _, err := c.Readdirplus(ctx, root, &dir, 0, nfs3.Verf{}, 32768, 65536, func(*nfs3.DirEntry) { n++ }); err != nil {
 		t.Fatal(err)
 	}
 	if n < 50 {

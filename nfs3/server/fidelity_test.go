@@ -39,6 +39,22 @@ func (c *testClient) setattrTimes(cr *sysCred, fh []byte, atimeHow uint32, atime
 	return c.status(nfsSetattr, cr, a)
 }
 
+// setattrSize sends SETATTR of the size with the mtime set to the server's
+// time: what the kernel client sends for truncate(2) and open(O_TRUNC).
+func (c *testClient) setattrSize(cr *sysCred, fh []byte, size uint64) uint32 {
+	c.t.Helper()
+	a := fhArg(fh)
+	a.Uint32(0) // mode
+	a.Uint32(0) // uid
+	a.Uint32(0) // gid
+	a.Uint32(1) // size
+	a.Uint64(size)
+	a.Uint32(timeDontChange)
+	a.Uint32(timeServer)
+	a.Uint32(0) // no guard
+	return c.status(nfsSetattr, cr, a)
+}
+
 func statxOf(t *testing.T, path string) unix.Statx_t {
 	t.Helper()
 	var st unix.Statx_t
@@ -436,16 +452,7 @@ func TestStrangerSetsMtimeToNow(t *testing.T) {
 	// What the kernel client sends for open(O_TRUNC): size 0 and mtime
 	// set to the server's time.
 	os.Chtimes(path, old, old)
-	a := fhArg(fh)
-	a.Uint32(0) // mode
-	a.Uint32(0) // uid
-	a.Uint32(0) // gid
-	a.Uint32(1) // size
-	a.Uint64(0)
-	a.Uint32(timeDontChange)
-	a.Uint32(timeServer)
-	a.Uint32(0) // no guard
-	if st := c.status(nfsSetattr, asUser(2000), a); st != nfs3OK {
+	if st := c.setattrSize(asUser(2000), fh, 0); st != nfs3OK {
 		t.Fatalf("SETATTR size 0, mtime=server time by a stranger who may write: status %d, want NFS3_OK", st)
 	}
 	if st := statxOf(t, path); st.Size != 0 || st.Mtime.Sec == old.Unix() {
@@ -468,16 +475,7 @@ func TestTruncateKeepsSetuid(t *testing.T) {
 		if err := syscall.Chmod(path, 0o6777); err != nil {
 			t.Fatal(err)
 		}
-		a := fhArg(fh)
-		a.Uint32(0) // mode
-		a.Uint32(0) // uid
-		a.Uint32(0) // gid
-		a.Uint32(1) // size
-		a.Uint64(3)
-		a.Uint32(timeDontChange)
-		a.Uint32(timeServer)
-		a.Uint32(0) // no guard
-		if st := c.status(nfsSetattr, who, a); st != nfs3OK {
+		if st := c.setattrSize(who, fh, 3); st != nfs3OK {
 			t.Fatalf("SETATTR size 3 as uid %d: status %d", who.uid, st)
 		}
 		fi, err := os.Stat(path)
