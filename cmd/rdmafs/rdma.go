@@ -56,6 +56,10 @@ func rdmaConnectError(ctx context.Context, err error, addr string, prov mountopt
 		if tcpAnswers(ctx, addr) {
 			why += "; a TCP service answers on that port: for NFS over TCP mount with proto=tcp"
 		}
+	case errors.As(err, &rej) && rej.Reason == rejectConsumer:
+		why = fmt.Sprintf("the server at %s refused the RDMA connection: it does not admit this client "+
+			"(`rdmafs serve` refuses a client outside its clients= list) or could not set the connection up; "+
+			"the server's log says which (reject reason %d, consumer-defined)", addr, rej.Reason)
 	case errors.As(err, &rej):
 		why = fmt.Sprintf("the server at %s rejected the RDMA connection (reject reason %d)", addr, rej.Reason)
 	case errors.Is(err, xprtrdma.ErrConfig):
@@ -70,6 +74,11 @@ func rdmaConnectError(ctx context.Context, err error, addr string, prov mountopt
 // listens on the port (InfiniBand CM: invalid service ID); the soft
 // provider uses it for a refused TCP connect.
 const rejectNoListener = 8
+
+// rejectConsumer is the reject reason of a listener's own refusal
+// (InfiniBand CM: consumer-defined): svcrdma's for a client the export
+// does not admit, or when it cannot set a connection up.
+const rejectConsumer = 28
 
 // tcpAnswers reports whether a TCP connect to addr is taken.
 func tcpAnswers(ctx context.Context, addr string) bool {
