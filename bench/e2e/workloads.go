@@ -42,7 +42,6 @@ type mount struct {
 	work string // the run's work directory, through this mount
 	m    *meter
 	res  map[string]result
-	mem  memoryUse
 }
 
 // measureAll mounts every target and runs each workload through each
