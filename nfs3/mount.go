@@ -90,7 +90,7 @@ func DialMount(ctx context.Context, cfg DialConfig) (*MountClient, error) {
 		var err error
 		port, err = GetPort(ctx, cfg, MountProgram, MountVersion)
 		if err != nil {
-			return nil, fmt.Errorf("finding mountd: %w", err)
+			return nil, err // it says it was finding mountd
 		}
 	}
 	return &MountClient{rpc: cfg.client(port, MountProgram, MountVersion, mountProcNames)}, nil
@@ -169,15 +169,26 @@ func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error
 	e.Uint32(0)
 	call.SetArgs(e)
 	if err := rpc.Do(ctx, call); err != nil {
-		return 0, fmt.Errorf("portmapper: %w", err)
+		return 0, fmt.Errorf("nfs3: finding %s v%d through the portmapper of %s: %w", programName(prog), vers, cfg.Host, err)
 	}
 	d := xdr.NewDecoder(call.Reply.Body)
 	port := d.Uint32()
 	if err := d.Err(); err != nil {
-		return 0, fmt.Errorf("%w: GETPORT: %v", ErrBadReply, err)
+		return 0, fmt.Errorf("%w: GETPORT of %s v%d: %v", ErrBadReply, programName(prog), vers, err)
 	}
 	if port == 0 || port > 65535 {
-		return 0, fmt.Errorf("program %d version %d is not registered with the portmapper of %s", prog, vers, cfg.Host)
+		return 0, fmt.Errorf("nfs3: %s v%d is not registered with the portmapper of %s", programName(prog), vers, cfg.Host)
 	}
 	return int(port), nil
+}
+
+// programName names prog as rpcinfo -p does.
+func programName(prog uint32) string {
+	switch prog {
+	case Program:
+		return "nfs"
+	case MountProgram:
+		return "mountd"
+	}
+	return fmt.Sprintf("program %d", prog)
 }
