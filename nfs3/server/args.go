@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
@@ -110,7 +111,7 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	rest := func() int { return len(b) - r.Offset() }
 	name := func() string { return string(r.Opaque(rest())) }
 
-	if prog == progMount {
+	if prog == nfs3.MountProgram {
 		if proc == mountMnt || proc == mountUmnt {
 			a.dirpath = string(r.Opaque(maxMountPath))
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -210,7 +211,7 @@ func (c *testClient) call(prog, vers, proc uint32, cr *sysCred, args []byte) rpc
 // positioned at the nfsstat3.
 func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdr.Encoder) *xdr.Decoder {
 	c.t.Helper()
-	rep := c.call(progNFS, versNFS, proc, cr, args.Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, proc, cr, args.Buf)
 	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.Success) {
 		c.t.Fatalf("NFS proc %d: reply_stat %d stat %d", proc, rep.replyStat, rep.stat)
 	}
@@ -262,7 +263,7 @@ func (c *testClient) mount(path string) (uint32, []byte) {
 	c.t.Helper()
 	a := args()
 	a.Opaque([]byte(path))
-	rep := c.call(progMount, versMount, mountMnt, asRoot, a.Buf)
+	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, mountMnt, asRoot, a.Buf)
 	r := decoder(rep.body)
 	st := r.Uint32()
 	if st != 0 {

@@ -7,18 +7,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// The programs the front knows. The numbers of RPC messages themselves
-// are package sunrpc's.
-const (
-	progNFS   = 100003
-	progMount = 100005
-	versNFS   = 3
-	versMount = 3
+// The numbers of the programs the front answers are package nfs3's, those
+// of RPC messages themselves package sunrpc's.
 
+const (
 	nobody = 65534 // knfsd's default anonuid and anongid
 
 	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
@@ -107,14 +104,14 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 
 	var maxProc uint32
 	switch c.prog {
-	case progNFS:
-		if c.vers != versNFS {
-			return nil, acceptedReply(xid, sunrpc.ProgMismatch, versNFS, versNFS), nil
+	case nfs3.Program:
+		if c.vers != nfs3.Version {
+			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.Version, nfs3.Version), nil
 		}
 		maxProc = nfsMaxProc
-	case progMount:
-		if c.vers != versMount {
-			return nil, acceptedReply(xid, sunrpc.ProgMismatch, versMount, versMount), nil
+	case nfs3.MountProgram:
+		if c.vers != nfs3.MountVersion {
+			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.MountVersion, nfs3.MountVersion), nil
 		}
 		maxProc = mountMaxProc
 	default:
@@ -196,7 +193,7 @@ func (ss *Session) inlineReply(c *rpcCall) []byte {
 	switch {
 	case c.proc == 0:
 		return acceptedReply(c.xid, sunrpc.Success)
-	case c.prog != progMount:
+	case c.prog != nfs3.MountProgram:
 		return nil
 	}
 	switch c.proc {

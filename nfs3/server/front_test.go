@@ -6,17 +6,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // FuzzCallHeader feeds arbitrary messages to the front's parsers: they must
 // never panic, and what they accept must lie inside the message.
 func FuzzCallHeader(f *testing.F) {
-	f.Add(encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil))
-	f.Add(encodeCall(2, progNFS, versNFS, nfsLookup, &sysCred{uid: 5, gid: 6, groups: []uint32{7, 8}}, dirop([]byte("12345678"), "name").Buf))
-	f.Add(encodeCall(3, progMount, versMount, mountMnt, asNone, []byte{0, 0, 0, 1, '/', 0, 0, 0}))
-	f.Add(encodeCall(4, progNFS, versNFS, nfsSetattr, asRoot, bytes.Repeat([]byte{0, 0, 0, 1}, 20)))
-	f.Add(encodeCall(5, progNFS, versNFS, nfsReaddirplus, asRoot, bytes.Repeat([]byte{0xff}, 40)))
+	f.Add(encodeCall(1, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil))
+	f.Add(encodeCall(2, nfs3.Program, nfs3.Version, nfsLookup, &sysCred{uid: 5, gid: 6, groups: []uint32{7, 8}}, dirop([]byte("12345678"), "name").Buf))
+	f.Add(encodeCall(3, nfs3.MountProgram, nfs3.MountVersion, mountMnt, asNone, []byte{0, 0, 0, 1, '/', 0, 0, 0}))
+	f.Add(encodeCall(4, nfs3.Program, nfs3.Version, nfsSetattr, asRoot, bytes.Repeat([]byte{0, 0, 0, 1}, 20)))
+	f.Add(encodeCall(5, nfs3.Program, nfs3.Version, nfsReaddirplus, asRoot, bytes.Repeat([]byte{0xff}, 40)))
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2})
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		c, refusal, err := parseCall(msg)

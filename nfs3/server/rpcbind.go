@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -43,7 +44,7 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (
 	rpc := portmapClient()
 	defer rpc.Close()
 	var mine [][2]uint32
-	for _, pv := range [][2]uint32{{progMount, versMount}, {progNFS, versNFS}} {
+	for _, pv := range [][2]uint32{{nfs3.MountProgram, nfs3.MountVersion}, {nfs3.Program, nfs3.Version}} {
 		if p, err := pmapCall(ctx, rpc, pmapGetport, pv, 0); err != nil {
 			logf("rpcbind: %v", err)
 			return unregister

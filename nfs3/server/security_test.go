@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
@@ -47,7 +48,7 @@ func TestExportDefaults(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "planted")); err == nil {
 		t.Fatal("a call from an unreserved port created a file")
 	}
-	if rep := insecure.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
+	if rep := insecure.call(nfs3.Program, nfs3.Version, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 		t.Errorf("NULL from an unreserved port: %+v", rep)
 	}
 
@@ -144,11 +145,11 @@ func TestExportClients(t *testing.T) {
 	}
 	srv2, addr2 := startServer(t, Options{Root: root})
 	rootFH := dialReserved(t, addr2).root()
-	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf)
 	if rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, sunrpc.AuthTooWeak}) {
 		t.Errorf("GETATTR from 127.0.0.1, not a client: %+v, want AUTH_ERROR AUTH_TOOWEAK", rep)
 	}
-	rep = c.call(progMount, versMount, mountExport, asRoot, nil)
+	rep = c.call(nfs3.MountProgram, nfs3.MountVersion, mountExport, asRoot, nil)
 	r := decoder(rep.body)
 	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "10.0.0.0/8" ||
 		r.Uint32() != 1 || string(r.Opaque(255)) != "192.168.1.7" || r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil {
@@ -242,7 +243,7 @@ func TestConnectionLimit(t *testing.T) {
 	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted, MaxConns: 2})
 	null := func(c *testClient) bool {
 		c.conn.SetDeadline(time.Now().Add(5 * time.Second))
-		c.sendRecord(encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil))
+		c.sendRecord(encodeCall(1, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil))
 		_, err := c.readReply()
 		return err == nil
 	}
@@ -286,7 +287,7 @@ func TestIdleTimeout(t *testing.T) {
 	busy := dialServer(t, addr)
 	rootFH := busy.root()
 	start := time.Now()
-	busy.sendRecord(encodeCall(0x5105, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	busy.sendRecord(encodeCall(0x5105, nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf))
 	busy.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if rep, err := busy.readReply(); err != nil || rep.xid != 0x5105 {
 		t.Fatalf("a slow call's reply after %v: %+v %v", time.Since(start), rep, err)

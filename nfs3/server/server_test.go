@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -62,16 +63,16 @@ func TestMountExportNull(t *testing.T) {
 
 	// EXPORT lists "/" with its clients: by default the server's own
 	// address.
-	rep := c.call(progMount, versMount, mountExport, asRoot, nil)
+	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, mountExport, asRoot, nil)
 	r := decoder(rep.body)
 	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "127.0.0.1" ||
 		r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
-	if rep := c.call(progMount, versMount, mountDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
+	if rep := c.call(nfs3.MountProgram, nfs3.MountVersion, mountDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
 		t.Errorf("DUMP: %+v", rep)
 	}
-	for _, prog := range []uint32{progNFS, progMount} {
+	for _, prog := range []uint32{nfs3.Program, nfs3.MountProgram} {
 		rep := c.call(prog, 3, 0, asNone, nil)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.Success) || len(rep.body) != 0 {
 			t.Errorf("NULL of %d: %+v", prog, rep)
@@ -292,7 +293,7 @@ func TestStaleHandles(t *testing.T) {
 		}
 	}
 	// A handle longer than NFS3_FHSIZE does not even decode.
-	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).Buf)
 	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 		t.Errorf("GETATTR with a 68-byte handle: %+v, want GARBAGE_ARGS", rep)
 	}
@@ -414,7 +415,7 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	rootFH := c.root()
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		c.send(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf)
+		c.send(nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf)
 	}
 	for i := 0; i < n; i++ {
 		rep, err := c.readReply()
@@ -448,7 +449,7 @@ func TestPanicInCall(t *testing.T) {
 	}
 	c := dialServer(t, serveOn(t, srv))
 	rootFH := c.root()
-	c.sendRecord(encodeCall(doomed, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	c.sendRecord(encodeCall(doomed, nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf))
 	if rep, err := c.readReply(); err != nil || rep.xid != doomed || rep.stat != uint32(sunrpc.SystemErr) {
 		t.Fatalf("reply to the panicking call: %+v %v", rep, err)
 	}
@@ -469,7 +470,7 @@ func TestGarbageInput(t *testing.T) {
 		putMark(b, int(n))
 		return append(b, body...)
 	}
-	call := encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil)
+	call := encodeCall(1, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil)
 	cases := map[string][]byte{
 		"random bytes":       random,
 		"huge record":        withMark(1<<31-1, []byte("abcd")),
@@ -497,7 +498,7 @@ func TestGarbageInput(t *testing.T) {
 			}
 			// The server survives: a fresh connection works.
 			c2 := dialServer(t, addr)
-			if rep := c2.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
+			if rep := c2.call(nfs3.Program, nfs3.Version, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 				t.Fatalf("NULL after garbage: %+v", rep)
 			}
 		})
@@ -519,7 +520,7 @@ func TestGarbageInput(t *testing.T) {
 		{nfsCreate, append(dirop(rootFH, "x").Buf, 0, 0, 0, 9)},
 		{nfsMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
 	} {
-		rep := c.call(progNFS, versNFS, tc.proc, asRoot, tc.args)
+		rep := c.call(nfs3.Program, nfs3.Version, tc.proc, asRoot, tc.args)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 			t.Errorf("proc %d with bad arguments: %+v", tc.proc, rep)
 		}
@@ -533,7 +534,7 @@ func TestRPCRefusals(t *testing.T) {
 	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	c := dialServer(t, addr)
 
-	msg := encodeCall(7, progNFS, versNFS, nfsNull, asRoot, nil)
+	msg := encodeCall(7, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil)
 	msg[11] = 3 // rpcvers
 	c.sendRecord(msg)
 	rep, err := c.readReply()
@@ -549,11 +550,11 @@ func TestRPCRefusals(t *testing.T) {
 		checkVersionRange bool
 	}{
 		{"unknown program", 100004, 2, 0, uint32(sunrpc.ProgUnavail), 0, 0, false},
-		{"NFS v4", progNFS, 4, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
-		{"NFS v2", progNFS, 2, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
-		{"MOUNT v1", progMount, 1, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
-		{"NFS proc 22", progNFS, versNFS, 22, uint32(sunrpc.ProcUnavail), 0, 0, false},
-		{"MOUNT proc 6", progMount, versMount, 6, uint32(sunrpc.ProcUnavail), 0, 0, false},
+		{"NFS v4", nfs3.Program, 4, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"NFS v2", nfs3.Program, 2, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"MOUNT v1", nfs3.MountProgram, 1, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"NFS proc 22", nfs3.Program, nfs3.Version, 22, uint32(sunrpc.ProcUnavail), 0, 0, false},
+		{"MOUNT proc 6", nfs3.MountProgram, nfs3.MountVersion, 6, uint32(sunrpc.ProcUnavail), 0, 0, false},
 	} {
 		rep := c.call(tc.prog, tc.vers, tc.proc, asRoot, nil)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != tc.stat {
@@ -573,8 +574,8 @@ func TestRPCRefusals(t *testing.T) {
 		w.Uint32(9)
 		w.Uint32(sunrpc.MsgCall)
 		w.Uint32(sunrpc.RPCVersion)
-		w.Uint32(progNFS)
-		w.Uint32(versNFS)
+		w.Uint32(nfs3.Program)
+		w.Uint32(nfs3.Version)
 		w.Uint32(nfsNull)
 		w.Uint32(flavor)
 		w.Opaque(body)
@@ -1023,14 +1024,14 @@ func TestSessionAfterClose(t *testing.T) {
 	srv, _ := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	var replies [][]byte
 	ss := srv.NewSession(func(r []byte) error { replies = append(replies, r); return nil })
-	if err := ss.Call(encodeCall(5, progNFS, versNFS, 0, asRoot, nil)); err != nil || len(replies) != 1 {
+	if err := ss.Call(encodeCall(5, nfs3.Program, nfs3.Version, 0, asRoot, nil)); err != nil || len(replies) != 1 {
 		t.Fatalf("NULL through a session: %v, %d replies", err, len(replies))
 	}
 	if err := ss.Call([]byte("junk")); err == nil {
 		t.Fatal("junk accepted")
 	}
 	srv.Close()
-	if err := ss.Call(encodeCall(6, progNFS, versNFS, 0, asRoot, nil)); !errors.Is(err, ErrClosed) {
+	if err := ss.Call(encodeCall(6, nfs3.Program, nfs3.Version, 0, asRoot, nil)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Call after Close: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

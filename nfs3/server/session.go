@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
@@ -159,7 +160,7 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 		ss.reply(garbageArgs(c.xid))
 		return nil
 	}
-	if c.prog == progMount {
+	if c.prog == nfs3.MountProgram {
 		ss.reply(ss.srv.mountReply(c.xid, args.dirpath))
 		return nil
 	}
@@ -187,7 +188,7 @@ func (ss *Session) admission(c *rpcCall) []byte {
 	if c.proc == 0 {
 		return nil
 	}
-	if c.prog == progMount {
+	if c.prog == nfs3.MountProgram {
 		if c.proc != mountMnt || ss.peer.allowed && (ss.peer.secure || ss.srv.opts.Export.Insecure) {
 			return nil
 		}
