@@ -230,7 +230,7 @@ func decodeSattr(r *xdr.Decoder) sattr {
 }
 
 // frontStatus is the NFS status the front answers a call with without
-// serving it, or nfs3OK.
+// serving it, or nfs3.OK.
 //
 // A handle that is not of our shape is STALE right away, as knfsd answers a
 // handle it cannot decode.
@@ -239,12 +239,12 @@ func decodeSattr(r *xdr.Decoder) sattr {
 // the kernel's lookup_one_len), and longer names than NAME_MAX with
 // NAMETOOLONG. "." and ".." name no new object: knfsd answers EXIST to make,
 // ACCES to remove and PERM to rename them (LOOKUP resolves them).
-func (a *nfsArgs) frontStatus(proc uint32) uint32 {
+func (a *nfsArgs) frontStatus(proc uint32) nfs3.Status {
 	if proc == nfsNull {
-		return nfs3OK
+		return nfs3.OK
 	}
 	if !wellFormedHandle(a.fh) || (proc == nfsRename || proc == nfsLink) && !wellFormedHandle(a.fh2) {
-		return nfs3ErrStale
+		return nfs3.ErrStale
 	}
 	var names []string
 	switch proc {
@@ -256,18 +256,18 @@ func (a *nfsArgs) frontStatus(proc uint32) uint32 {
 	for _, n := range names {
 		switch {
 		case n == "" || strings.ContainsAny(n, "/\x00"):
-			return nfs3ErrAcces
+			return nfs3.ErrAcces
 		case len(n) > maxName:
-			return nfs3ErrNameTooLong
+			return nfs3.ErrNameTooLong
 		case n != "." && n != "..":
 		case proc == nfsLookup:
 		case proc == nfsRemove || proc == nfsRmdir:
-			return nfs3ErrAcces
+			return nfs3.ErrAcces
 		case proc == nfsRename:
-			return nfs3ErrPerm
+			return nfs3.ErrPerm
 		default:
-			return nfs3ErrExist
+			return nfs3.ErrExist
 		}
 	}
-	return nfs3OK
+	return nfs3.OK
 }

@@ -293,24 +293,24 @@ func dirop(fh []byte, name string) *xdr.Encoder {
 	return a
 }
 
-func (c *testClient) lookup(cr *sysCred, dir []byte, name string) (uint32, []byte) {
+func (c *testClient) lookup(cr *sysCred, dir []byte, name string) (nfs3.Status, []byte) {
 	c.t.Helper()
 	r := c.nfs(nfsLookup, cr, dirop(dir, name))
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
-	return nfs3OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(maxFH)
 }
 
-func (c *testClient) getattr(cr *sysCred, fh []byte) (uint32, fattr) {
+func (c *testClient) getattr(cr *sysCred, fh []byte) (nfs3.Status, fattr) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	r := c.nfs(nfsGetattr, cr, a)
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		return st, fattr{}
 	}
-	return nfs3OK, readFattr(r)
+	return nfs3.OK, readFattr(r)
 }
 
 func writeSattr(a *xdr.Encoder, mode int64) {
@@ -327,7 +327,7 @@ func writeSattr(a *xdr.Encoder, mode int64) {
 	a.Uint32(0) // mtime
 }
 
-func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mode int64) (uint32, []byte) {
+func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mode int64) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
 	a.Uint32(how)
@@ -337,30 +337,31 @@ func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mo
 		writeSattr(a, mode)
 	}
 	r := c.nfs(nfsCreate, cr, a)
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
 	if r.Uint32() == 0 {
 		c.t.Fatalf("CREATE: no handle")
 	}
-	return nfs3OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(maxFH)
 }
 
-func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (uint32, []byte) {
+func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
 	writeSattr(a, mode)
 	r := c.nfs(nfsMkdir, cr, a)
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
 	r.Uint32()
-	return nfs3OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(maxFH)
 }
 
 type writeRes struct {
-	status, count, committed uint32
-	verf                     []byte
+	status           nfs3.Status
+	count, committed uint32
+	verf             []byte
 }
 
 func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stable uint32) writeRes {
@@ -372,9 +373,9 @@ func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stab
 	a.Uint32(stable)
 	a.Opaque(data)
 	r := c.nfs(nfsWrite, cr, a)
-	res := writeRes{status: r.Uint32()}
+	res := writeRes{status: getStatus(r)}
 	skipWcc(r)
-	if res.status == nfs3OK {
+	if res.status == nfs3.OK {
 		res.count = r.Uint32()
 		res.committed = r.Uint32()
 		res.verf = r.Fixed(8)
@@ -382,16 +383,16 @@ func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stab
 	return res
 }
 
-func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (uint32, []byte, bool) {
+func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (nfs3.Status, []byte, bool) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint64(off)
 	a.Uint32(count)
 	r := c.nfs(nfsRead, cr, a)
-	st := r.Uint32()
+	st := getStatus(r)
 	readPostOpAttr(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, nil, false
 	}
 	r.Uint32() // count
@@ -399,40 +400,43 @@ func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (uin
 	return st, r.Opaque(1 << 30), eof
 }
 
-func (c *testClient) commit(cr *sysCred, fh []byte) (uint32, []byte) {
+func (c *testClient) commit(cr *sysCred, fh []byte) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint64(0)
 	a.Uint32(0)
 	r := c.nfs(nfsCommit, cr, a)
-	st := r.Uint32()
+	st := getStatus(r)
 	skipWcc(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, nil
 	}
 	return st, r.Fixed(8)
 }
 
-func (c *testClient) access(cr *sysCred, fh []byte, mask uint32) (uint32, uint32) {
+func (c *testClient) access(cr *sysCred, fh []byte, mask uint32) (nfs3.Status, uint32) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint32(mask)
 	r := c.nfs(nfsAccess, cr, a)
-	st := r.Uint32()
+	st := getStatus(r)
 	readPostOpAttr(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, 0
 	}
 	return st, r.Uint32()
 }
 
 // status makes a call whose result starts with an nfsstat3 and returns it.
-func (c *testClient) status(proc uint32, cr *sysCred, a *xdr.Encoder) uint32 {
+func (c *testClient) status(proc uint32, cr *sysCred, a *xdr.Encoder) nfs3.Status {
 	c.t.Helper()
-	return c.nfs(proc, cr, a).Uint32()
+	return getStatus(c.nfs(proc, cr, a))
 }
+
+// getStatus decodes an nfsstat3.
+func getStatus(r *xdr.Decoder) nfs3.Status { return nfs3.Status(r.Uint32()) }
 
 func fhArg(fh []byte) *xdr.Encoder {
 	a := args()
@@ -448,7 +452,7 @@ type dirEntry struct {
 	fh     []byte
 }
 
-func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []byte, dircount, maxcount uint32) (uint32, []dirEntry, []byte, bool) {
+func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []byte, dircount, maxcount uint32) (nfs3.Status, []dirEntry, []byte, bool) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(dir)
@@ -457,9 +461,9 @@ func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []
 	a.Uint32(dircount)
 	a.Uint32(maxcount)
 	r := c.nfs(nfsReaddirplus, cr, a)
-	st := r.Uint32()
+	st := getStatus(r)
 	readPostOpAttr(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, nil, nil, false
 	}
 	newVerf := r.Fixed(8)

@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 	}
 	switch {
 	case proc == nfsWrite && w.readOnly():
-		return nfsErrorReply(xid, nfsWrite, nfs3ErrROFS), true
+		return nfsErrorReply(xid, nfsWrite, nfs3.ErrROFS), true
 	case proc == nfsCommit && w.readOnly():
 		return nil, false
 	}
@@ -45,7 +46,7 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 	if f == nil {
 		n, err := srv.open(a.fh)
 		if err != nil {
-			return nfsErrorReply(xid, proc, nfs3ErrStale), true
+			return nfsErrorReply(xid, proc, nfs3.ErrStale), true
 		}
 		defer n.close()
 		mode := unix.O_RDWR
@@ -70,7 +71,7 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 	var st unix.Statx_t
 	if err := statFD(f.fd, &st); err != nil || st.Nlink == 0 {
 		srv.files.drop(a.fh)
-		return nfsErrorReply(xid, proc, nfs3ErrStale), true
+		return nfsErrorReply(xid, proc, nfs3.ErrStale), true
 	}
 	switch proc {
 	case nfsRead:
@@ -126,7 +127,7 @@ func (w *worker) readFD(xid uint32, fd int, a *nfsArgs) []byte {
 	eof := a.offset+uint64(n) >= st.Size
 
 	head := successHeader(xid)
-	head.Uint32(nfs3OK)
+	putStatus(head, nfs3.OK)
 	putPostOpAttr(head, &st)
 	head.Uint32(uint32(n))
 	head.Bool(eof)
@@ -143,7 +144,7 @@ func (w *worker) readFD(xid uint32, fd int, a *nfsArgs) []byte {
 // write answers WRITE, as the caller from the open to the last stat.
 func (w *worker) write(xid uint32, n *node, a *nfsArgs) []byte {
 	if w.readOnly() {
-		return wccErrorReply(xid, nfs3ErrROFS, &n.st, &n.st)
+		return wccErrorReply(xid, nfs3.ErrROFS, &n.st, &n.st)
 	}
 	var reply []byte
 	err := w.as(func() error {
@@ -198,7 +199,7 @@ func (w *worker) writeFD(xid uint32, fd int, pre *unix.Statx_t, a *nfsArgs) ([]b
 		return wccErrorReply(xid, statusOf(err), pre, attrsOf(fd)), err
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putWcc(out, pre, attrsOf(fd))
 	out.Uint32(uint32(n))
 	out.Uint32(a.stable)

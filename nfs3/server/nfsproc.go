@@ -3,6 +3,7 @@ package server
 import (
 	"math"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"golang.org/x/sys/unix"
 )
@@ -19,13 +20,13 @@ func (w *worker) answer(c *call) []byte {
 	}
 	n, err := w.srv.open(a.fh)
 	if err != nil {
-		return nfsErrorReply(xid, proc, nfs3ErrStale)
+		return nfsErrorReply(xid, proc, nfs3.ErrStale)
 	}
 	defer n.close()
 	switch proc {
 	case nfsGetattr:
 		out := successHeader(xid)
-		out.Uint32(nfs3OK)
+		putStatus(out, nfs3.OK)
 		putFattr(out, &n.st)
 		return out.Buf
 	case nfsSetattr:
@@ -115,7 +116,7 @@ func (w *worker) access(xid uint32, n *node, mask uint32) []byte {
 		granted &^= accessModify | accessExtend | accessDelete
 	}
 	out := successHeader(xid)
-	out.Uint32(statusOf(err))
+	putStatus(out, statusOf(err))
 	putPostOpAttr(out, &n.st)
 	if err == nil {
 		out.Uint32(granted)
@@ -127,7 +128,7 @@ func (w *worker) access(xid uint32, n *node, mask uint32) []byte {
 // holding the handle.
 func (w *worker) readlink(xid uint32, n *node) []byte {
 	if !n.isLink() {
-		return attrErrorReply(xid, nfs3ErrInval, &n.st)
+		return attrErrorReply(xid, nfs3.ErrInval, &n.st)
 	}
 	var target []byte
 	var err error
@@ -148,7 +149,7 @@ func (w *worker) readlink(xid uint32, n *node) []byte {
 		return attrErrorReply(xid, statusOf(err), &n.st)
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Opaque(target)
 	return out.Buf
@@ -156,30 +157,30 @@ func (w *worker) readlink(xid uint32, n *node) []byte {
 
 // attrErrorReply is the failure reply of a procedure whose resfail is one
 // post_op_attr (GETATTR has none, but never fails after the handle opened).
-func attrErrorReply(xid, status uint32, st *unix.Statx_t) []byte {
+func attrErrorReply(xid uint32, status nfs3.Status, st *unix.Statx_t) []byte {
 	out := successHeader(xid)
-	out.Uint32(status)
+	putStatus(out, status)
 	putPostOpAttr(out, st)
 	return out.Buf
 }
 
 // wccErrorReply is the failure reply of a procedure whose resfail is one
 // wcc_data.
-func wccErrorReply(xid, status uint32, pre, post *unix.Statx_t) []byte {
+func wccErrorReply(xid uint32, status nfs3.Status, pre, post *unix.Statx_t) []byte {
 	out := successHeader(xid)
-	out.Uint32(status)
+	putStatus(out, status)
 	putWcc(out, pre, post)
 	return out.Buf
 }
 
 func (w *worker) setattr(xid uint32, n *node, a *nfsArgs) []byte {
 	pre := n.st
-	var status uint32
+	var status nfs3.Status
 	switch {
 	case a.guard && (uint32(pre.Ctime.Sec) != a.guardTim[0] || pre.Ctime.Nsec != a.guardTim[1]):
-		status = nfs3ErrNotSync
+		status = nfs3.ErrNotSync
 	case w.readOnly():
-		status = nfs3ErrROFS
+		status = nfs3.ErrROFS
 	default:
 		status = statusOf(w.as(func() error { return w.applySattr(n, &a.sattr) }))
 	}
@@ -325,7 +326,7 @@ func (w *worker) commit(xid uint32, n *node) []byte {
 
 func (w *worker) commitReply(xid uint32, err error, pre, post *unix.Statx_t) []byte {
 	out := successHeader(xid)
-	out.Uint32(statusOf(err))
+	putStatus(out, statusOf(err))
 	putWcc(out, pre, post)
 	if err == nil {
 		out.Buf = append(out.Buf, w.srv.verifier[:]...)
@@ -345,7 +346,7 @@ func (w *worker) fsstat(xid uint32, n *node) []byte {
 		unit = uint64(sfs.Bsize)
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Uint64(sfs.Blocks * unit)
 	out.Uint64(sfs.Bfree * unit)
@@ -367,7 +368,7 @@ const (
 
 func (w *worker) fsinfo(xid uint32, n *node) []byte {
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Uint32(maxIO)    // rtmax
 	out.Uint32(maxIO)    // rtpref
@@ -390,7 +391,7 @@ func (w *worker) pathconf(xid uint32, n *node) []byte {
 		nameMax = uint32(sfs.Namelen)
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Uint32(255) // linkmax: a conservative figure, as knfsd reports by default
 	out.Uint32(nameMax)

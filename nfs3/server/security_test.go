@@ -39,10 +39,10 @@ func TestExportDefaults(t *testing.T) {
 		t.Errorf("MNT from an unreserved port: %d, want ACCES", st)
 	}
 	rootFH := dialReserved(t, addr).root()
-	if st, _ := insecure.getattr(asRoot, rootFH); st != nfs3ErrPerm {
+	if st, _ := insecure.getattr(asRoot, rootFH); st != nfs3.ErrPerm {
 		t.Errorf("GETATTR from an unreserved port: %d, want PERM", st)
 	}
-	if st, _ := insecure.create(asRoot, rootFH, "planted", 0, 0o4755); st != nfs3ErrPerm {
+	if st, _ := insecure.create(asRoot, rootFH, "planted", 0, 0o4755); st != nfs3.ErrPerm {
 		t.Errorf("CREATE from an unreserved port: %d, want PERM", st)
 	}
 	if _, err := os.Lstat(filepath.Join(root, "planted")); err == nil {
@@ -55,20 +55,20 @@ func TestExportDefaults(t *testing.T) {
 	// root_squash: uid 0 and gid 0 (and group 0) are nobody.
 	c := dialReserved(t, addr)
 	secretFH := c.mustLookup(rootFH, "secret")
-	if st, data, _ := c.read(asRoot, secretFH, 0, 100); st != nfs3ErrAcces {
+	if st, data, _ := c.read(asRoot, secretFH, 0, 100); st != nfs3.ErrAcces {
 		t.Errorf("READ of a 0600 root file as uid 0: %d %q, want ACCES", st, data)
 	}
-	if st, _ := c.access(asRoot, secretFH, accessRead|accessModify); st != nfs3OK {
+	if st, _ := c.access(asRoot, secretFH, accessRead|accessModify); st != nfs3.OK {
 		t.Errorf("ACCESS: %d", st)
 	} else if _, got := c.access(asRoot, secretFH, accessRead|accessModify); got != 0 {
 		t.Errorf("ACCESS of a 0600 root file as uid 0: %#x, want none", got)
 	}
 	g0 := c.mustLookup(rootFH, "group0")
-	if st, _, _ := c.read(&sysCred{uid: 1000, gid: 1000, groups: []uint32{0}}, g0, 0, 100); st != nfs3ErrAcces {
+	if st, _, _ := c.read(&sysCred{uid: 1000, gid: 1000, groups: []uint32{0}}, g0, 0, 100); st != nfs3.ErrAcces {
 		t.Errorf("READ of a group-0 file by a member of group 0: %d, want ACCES", st)
 	}
 	st, fh := c.create(asRoot, rootFH, "made-by-root", 0, 0o4755)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE as uid 0: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "made-by-root")); uid != nobody || gid != nobody {
@@ -77,21 +77,21 @@ func TestExportDefaults(t *testing.T) {
 	if _, a := c.getattr(asRoot, fh); a.uid != nobody {
 		t.Errorf("GETATTR: uid %d", a.uid)
 	}
-	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3OK {
+	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3.OK {
 		t.Fatalf("MKDIR with AUTH_NONE: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "anon")); uid != nobody || gid != nobody {
 		t.Errorf("a directory made with AUTH_NONE belongs to %d:%d", uid, gid)
 	}
 	// An id of -1 never means "unchanged".
-	if st, _ := c.mkdir(&sysCred{uid: ^uint32(0), gid: ^uint32(0)}, rootFH, "minus1", 0o755); st != nfs3OK {
+	if st, _ := c.mkdir(&sysCred{uid: ^uint32(0), gid: ^uint32(0)}, rootFH, "minus1", 0o755); st != nfs3.OK {
 		t.Fatalf("MKDIR as uid -1: %d", st)
 	}
 	if uid, _ := ownerOf(t, filepath.Join(root, "minus1")); uid != nobody {
 		t.Errorf("a directory made as uid -1 belongs to %d", uid)
 	}
 	// Other users are themselves.
-	if st, _ := c.create(asUser(1000), rootFH, "made-by-1000", 0, 0o644); st != nfs3OK {
+	if st, _ := c.create(asUser(1000), rootFH, "made-by-1000", 0, 0o644); st != nfs3.OK {
 		t.Fatalf("CREATE as 1000: %d", st)
 	}
 	if uid, _ := ownerOf(t, filepath.Join(root, "made-by-1000")); uid != 1000 {
@@ -123,7 +123,7 @@ func TestExportOptions(t *testing.T) {
 			_, addr := startServer(t, Options{Root: root, Export: tc.export})
 			c := dialServer(t, addr) // insecure: any port
 			name := "by-" + tc.name
-			if st, _ := c.create(tc.who, c.root(), name, 0, 0o644); st != nfs3OK {
+			if st, _ := c.create(tc.who, c.root(), name, 0, 0o644); st != nfs3.OK {
 				t.Fatalf("CREATE: %d", st)
 			}
 			if got := owner(name); got != tc.wantOwner {
@@ -159,7 +159,7 @@ func TestExportClients(t *testing.T) {
 
 	mine, _ := ParseClients("127.0.0.0/8")
 	_, addr3 := startServer(t, Options{Root: root, Export: Export{Clients: mine}})
-	if st, _ := dialReserved(t, addr3).getattr(asUser(1000), rootFH); st != nfs3OK {
+	if st, _ := dialReserved(t, addr3).getattr(asUser(1000), rootFH); st != nfs3.OK {
 		t.Errorf("GETATTR from a listed client: %d", st)
 	}
 }
@@ -229,7 +229,7 @@ func TestRecordLimits(t *testing.T) {
 	c := dialServer(t, addr)
 	_, fh := c.create(asRoot, c.root(), "big", 0, 0o644)
 	data := bytes.Repeat([]byte{0xa5}, maxIO)
-	if w := c.write(asRoot, fh, 0, data, unstable); w.status != nfs3OK || w.count != maxIO {
+	if w := c.write(asRoot, fh, 0, data, unstable); w.status != nfs3.OK || w.count != maxIO {
 		t.Fatalf("WRITE of %d bytes: %+v", maxIO, w)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "big")); !bytes.Equal(got, data) {
@@ -325,7 +325,7 @@ func TestRecordBudget(t *testing.T) {
 	}
 	// A small call still goes through.
 	c := dialServer(t, addr)
-	if st, _ := c.getattr(asRoot, c.root()); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, c.root()); st != nfs3.OK {
 		t.Fatalf("GETATTR while the budget is spent: %d", st)
 	}
 	// The waiting connections time out and give everything back.

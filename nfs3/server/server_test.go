@@ -87,35 +87,35 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	rootFH := c.root()
 
 	st, fh := c.create(asRoot, rootFH, "f", 0, 0o640)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE: %d", st)
 	}
-	if st, fh2 := c.lookup(asRoot, rootFH, "f"); st != nfs3OK || !bytes.Equal(fh, fh2) {
+	if st, fh2 := c.lookup(asRoot, rootFH, "f"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Fatalf("LOOKUP: %d %x, want %x", st, fh2, fh)
 	}
 	w1 := c.write(asRoot, fh, 0, []byte("hello "), unstable)
-	if w1.status != nfs3OK || w1.count != 6 || w1.committed != unstable {
+	if w1.status != nfs3.OK || w1.count != 6 || w1.committed != unstable {
 		t.Fatalf("WRITE UNSTABLE: %+v", w1)
 	}
 	w2 := c.write(asRoot, fh, 6, []byte("world"), fileSync)
-	if w2.status != nfs3OK || w2.count != 5 || w2.committed != fileSync || !bytes.Equal(w1.verf, w2.verf) {
+	if w2.status != nfs3.OK || w2.count != 5 || w2.committed != fileSync || !bytes.Equal(w1.verf, w2.verf) {
 		t.Fatalf("WRITE FILE_SYNC: %+v (first verifier %x)", w2, w1.verf)
 	}
-	if st, data, eof := c.read(asRoot, fh, 0, 100); st != nfs3OK || string(data) != "hello world" || !eof {
+	if st, data, eof := c.read(asRoot, fh, 0, 100); st != nfs3.OK || string(data) != "hello world" || !eof {
 		t.Fatalf("READ: %d %q eof=%v", st, data, eof)
 	}
-	if st, data, eof := c.read(asRoot, fh, 6, 2); st != nfs3OK || string(data) != "wo" || eof {
+	if st, data, eof := c.read(asRoot, fh, 6, 2); st != nfs3.OK || string(data) != "wo" || eof {
 		t.Fatalf("READ part: %d %q eof=%v", st, data, eof)
 	}
-	if st, verf := c.commit(asRoot, fh); st != nfs3OK || !bytes.Equal(verf, w1.verf) {
+	if st, verf := c.commit(asRoot, fh); st != nfs3.OK || !bytes.Equal(verf, w1.verf) {
 		t.Fatalf("COMMIT: %d %x, want verifier %x", st, verf, w1.verf)
 	}
 	// One verifier for the whole server, whichever connection and worker.
-	if w3 := dialServer(t, addr).write(asRoot, fh, 11, []byte("!"), dataSync); w3.status != nfs3OK || w3.committed != dataSync || !bytes.Equal(w3.verf, w1.verf) {
+	if w3 := dialServer(t, addr).write(asRoot, fh, 11, []byte("!"), dataSync); w3.status != nfs3.OK || w3.committed != dataSync || !bytes.Equal(w3.verf, w1.verf) {
 		t.Fatalf("WRITE on another connection: %+v, want verifier %x", w3, w1.verf)
 	}
 	st, a := c.getattr(asRoot, fh)
-	if st != nfs3OK || a.typ != typeReg || a.mode&0o7777 != 0o640 || a.size != 12 {
+	if st != nfs3.OK || a.typ != typeReg || a.mode&0o7777 != 0o640 || a.size != 12 {
 		t.Fatalf("GETATTR: %d %+v", st, a)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "hello world!" {
@@ -126,7 +126,7 @@ func TestCreateWriteReadCommit(t *testing.T) {
 		t.Fatalf("on-disk mode %v: the umask must not apply", fi.Mode())
 	}
 	// CREATE UNCHECKED of an existing file keeps its data; GUARDED refuses.
-	if st, _ := c.create(asRoot, rootFH, "f", 0, 0o600); st != nfs3OK {
+	if st, _ := c.create(asRoot, rootFH, "f", 0, 0o600); st != nfs3.OK {
 		t.Fatalf("CREATE UNCHECKED existing: %d", st)
 	}
 	if fi, _ := os.Stat(filepath.Join(root, "f")); fi.Mode().Perm() != 0o640 {
@@ -135,14 +135,14 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "hello world!" {
 		t.Fatalf("CREATE UNCHECKED truncated the file: %q", got)
 	}
-	if st, _ := c.create(asRoot, rootFH, "f", 1, 0o640); st != nfs3ErrExist {
+	if st, _ := c.create(asRoot, rootFH, "f", 1, 0o640); st != nfs3.ErrExist {
 		t.Fatalf("CREATE GUARDED existing: %d", st)
 	}
-	if st, _ := c.create(asRoot, rootFH, "g", createExclusive, -1); st != nfs3ErrNotSupp {
+	if st, _ := c.create(asRoot, rootFH, "g", createExclusive, -1); st != nfs3.ErrNotSupp {
 		t.Fatalf("CREATE EXCLUSIVE: %d, want NOTSUPP (clients fall back to GUARDED)", st)
 	}
 	// MKDIR applies the mode exactly: no umask, setgid kept.
-	if st, _ := c.mkdir(asRoot, rootFH, "shared", 0o2777); st != nfs3OK {
+	if st, _ := c.mkdir(asRoot, rootFH, "shared", 0o2777); st != nfs3.OK {
 		t.Fatalf("MKDIR: %d", st)
 	}
 	if fi, err := os.Stat(filepath.Join(root, "shared")); err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSetgid == 0 {
@@ -169,7 +169,7 @@ func TestReaddir(t *testing.T) {
 		a.Buf = append(a.Buf, verf...)
 		a.Uint32(1024)
 		r := c.nfs(nfsReaddir, asRoot, a)
-		if st := r.Uint32(); st != nfs3OK {
+		if st := getStatus(r); st != nfs3.OK {
 			t.Fatalf("READDIR: %d", st)
 		}
 		readPostOpAttr(r)
@@ -211,7 +211,7 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	rootFH := c.root()
 	_, dirFH := c.lookup(asRoot, rootFH, "d")
 	st, fileFH := c.lookup(asRoot, dirFH, "f")
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("LOOKUP: %d", st)
 	}
 	v1 := c.write(asRoot, fileFH, 4, []byte("!"), unstable).verf
@@ -226,13 +226,13 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	if st, fh := c2.mount("/"); st != 0 || !bytes.Equal(fh, rootFH) {
 		t.Fatalf("root handle changed over a restart: %x vs %x", fh, rootFH)
 	}
-	if st, a := c2.getattr(asRoot, fileFH); st != nfs3OK || a.size != 5 {
+	if st, a := c2.getattr(asRoot, fileFH); st != nfs3.OK || a.size != 5 {
 		t.Fatalf("GETATTR with a handle from before the restart: %d %+v", st, a)
 	}
-	if st, data, _ := c2.read(asRoot, fileFH, 0, 10); st != nfs3OK || string(data) != "data!" {
+	if st, data, _ := c2.read(asRoot, fileFH, 0, 10); st != nfs3.OK || string(data) != "data!" {
 		t.Fatalf("READ after restart: %d %q", st, data)
 	}
-	if st, _ := c2.getattr(asRoot, dirFH); st != nfs3OK {
+	if st, _ := c2.getattr(asRoot, dirFH); st != nfs3.OK {
 		t.Fatalf("GETATTR of the renamed directory: %d", st)
 	}
 	if v2 := c2.write(asRoot, fileFH, 5, []byte("?"), unstable).verf; bytes.Equal(v1, v2) {
@@ -250,7 +250,7 @@ func TestStaleHandles(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "doomed")); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := c.getattr(asRoot, fh); st != nfs3ErrStale {
+	if st, _ := c.getattr(asRoot, fh); st != nfs3.ErrStale {
 		t.Errorf("GETATTR of a deleted file: %d, want STALE", st)
 	}
 
@@ -282,13 +282,13 @@ func TestStaleHandles(t *testing.T) {
 		"other export": outFH,
 	}
 	for name, h := range bad {
-		if st, _ := c.getattr(asRoot, h); st != nfs3ErrStale {
+		if st, _ := c.getattr(asRoot, h); st != nfs3.ErrStale {
 			t.Errorf("GETATTR, %s handle: %d, want STALE", name, st)
 		}
-		if st, _ := c.access(asRoot, h, 0x3f); st != nfs3ErrStale {
+		if st, _ := c.access(asRoot, h, 0x3f); st != nfs3.ErrStale {
 			t.Errorf("ACCESS, %s handle: %d, want STALE", name, st)
 		}
-		if st, _, _ := c.read(asRoot, h, 0, 10); st != nfs3ErrStale {
+		if st, _, _ := c.read(asRoot, h, 0, 10); st != nfs3.ErrStale {
 			t.Errorf("READ, %s handle: %d, want STALE", name, st)
 		}
 	}
@@ -324,45 +324,45 @@ func TestAccessAndCredentials(t *testing.T) {
 		{asRoot, rw},
 		{asNone, 0},
 	} {
-		if st, got := c.access(tc.who, fh, all); st != nfs3OK || got != tc.want {
+		if st, got := c.access(tc.who, fh, all); st != nfs3.OK || got != tc.want {
 			t.Errorf("ACCESS as %+v: %d %#x, want %#x", tc.who, st, got, tc.want)
 		}
 	}
-	if st, got := c.access(asUser(2000), rootFH, all); st != nfs3OK || got != all {
+	if st, got := c.access(asUser(2000), rootFH, all); st != nfs3.OK || got != all {
 		t.Errorf("ACCESS of the 0777 root as 2000: %d %#x", st, got)
 	}
-	if st, got := c.access(asUser(1000), fh, accessRead); st != nfs3OK || got != accessRead {
+	if st, got := c.access(asUser(1000), fh, accessRead); st != nfs3.OK || got != accessRead {
 		t.Errorf("ACCESS READ only: %d %#x", st, got)
 	}
 
 	// The kernel enforces the caller's rights.
-	if res := c.write(asUser(2000), fh, 0, []byte("x"), fileSync); res.status != nfs3ErrAcces {
+	if res := c.write(asUser(2000), fh, 0, []byte("x"), fileSync); res.status != nfs3.ErrAcces {
 		t.Errorf("WRITE as 2000 to 1000's 0600 file: %d, want ACCES", res.status)
 	}
-	if st, _, _ := c.read(asUser(2000), fh, 0, 1); st != nfs3ErrAcces {
+	if st, _, _ := c.read(asUser(2000), fh, 0, 1); st != nfs3.ErrAcces {
 		t.Errorf("READ as 2000: %d, want ACCES", st)
 	}
-	if res := c.write(asUser(1000), fh, 0, []byte("x"), fileSync); res.status != nfs3OK {
+	if res := c.write(asUser(1000), fh, 0, []byte("x"), fileSync); res.status != nfs3.OK {
 		t.Errorf("WRITE as the owner: %d", res.status)
 	}
 	// Supplementary groups count.
 	os.Chmod(secret, 0o660)
-	if res := c.write(&sysCred{uid: 2000, gid: 2000, groups: []uint32{1000}}, fh, 0, []byte("y"), fileSync); res.status != nfs3OK {
+	if res := c.write(&sysCred{uid: 2000, gid: 2000, groups: []uint32{1000}}, fh, 0, []byte("y"), fileSync); res.status != nfs3.OK {
 		t.Errorf("WRITE as a member of the file's group: %d", res.status)
 	}
 
 	// New files belong to the caller.
 	st, newFH := c.create(asUser(1000), rootFH, "mine", 0, 0o644)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE as 1000: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "mine")); uid != 1000 || gid != 1000 {
 		t.Errorf("file created as 1000 is owned by %d:%d", uid, gid)
 	}
-	if st, a := c.getattr(asUser(1000), newFH); st != nfs3OK || a.uid != 1000 {
+	if st, a := c.getattr(asUser(1000), newFH); st != nfs3.OK || a.uid != 1000 {
 		t.Errorf("GETATTR: %d uid %d", st, a.uid)
 	}
-	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3OK {
+	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3.OK {
 		t.Fatalf("MKDIR as AUTH_NONE: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "anon")); uid != nobody || gid != nobody {
@@ -372,13 +372,13 @@ func TestAccessAndCredentials(t *testing.T) {
 	// Like knfsd, the owner may write a file whose mode forbids it (cp and
 	// git create read-only files and then write them).
 	st, roFH := c.create(asUser(1000), rootFH, "readonly", 0, 0o444)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE 0444: %d", st)
 	}
-	if res := c.write(asUser(1000), roFH, 0, []byte("ok"), unstable); res.status != nfs3OK {
+	if res := c.write(asUser(1000), roFH, 0, []byte("ok"), unstable); res.status != nfs3.OK {
 		t.Errorf("owner WRITE to own 0444 file: %d", res.status)
 	}
-	if res := c.write(asUser(2000), roFH, 0, []byte("no"), unstable); res.status != nfs3ErrAcces {
+	if res := c.write(asUser(2000), roFH, 0, []byte("no"), unstable); res.status != nfs3.ErrAcces {
 		t.Errorf("WRITE to another's 0444 file: %d, want ACCES", res.status)
 	}
 }
@@ -419,7 +419,7 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	}
 	for i := 0; i < n; i++ {
 		rep, err := c.readReply()
-		if err != nil || rep.stat != uint32(sunrpc.Success) || decoder(rep.body).Uint32() != nfs3OK {
+		if err != nil || rep.stat != uint32(sunrpc.Success) || getStatus(decoder(rep.body)) != nfs3.OK {
 			t.Fatalf("reply %d: %+v %v", i, rep, err)
 		}
 	}
@@ -454,7 +454,7 @@ func TestPanicInCall(t *testing.T) {
 		t.Fatalf("reply to the panicking call: %+v %v", rep, err)
 	}
 	for i := 0; i < 3; i++ {
-		if st, _ := c.getattr(asRoot, rootFH); st != nfs3OK {
+		if st, _ := c.getattr(asRoot, rootFH); st != nfs3.OK {
 			t.Fatalf("GETATTR after the panic: %d", st)
 		}
 	}
@@ -525,7 +525,7 @@ func TestGarbageInput(t *testing.T) {
 			t.Errorf("proc %d with bad arguments: %+v", tc.proc, rep)
 		}
 	}
-	if st, _ := c.getattr(asRoot, rootFH); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, rootFH); st != nfs3.OK {
 		t.Fatalf("GETATTR after bad arguments: %d", st)
 	}
 }
@@ -638,10 +638,10 @@ func TestReaddirplusLargeDirectory(t *testing.T) {
 		if pages > n {
 			t.Fatal("READDIRPLUS does not end")
 		}
-		var st uint32
+		var st nfs3.Status
 		var ents []dirEntry
 		st, ents, verf, eof = c.readdirplus(asRoot, dirFH, cookie, verf, 8192, 32768)
-		if st != nfs3OK {
+		if st != nfs3.OK {
 			t.Fatalf("READDIRPLUS page %d (cookie %d): %d", pages, cookie, st)
 		}
 		if len(ents) == 0 && !eof {
@@ -679,45 +679,45 @@ func TestErrorStatuses(t *testing.T) {
 	rootFH := c.root()
 	_, fileFH := c.lookup(asRoot, rootFH, "file")
 
-	check := func(what string, got, want uint32) {
+	check := func(what string, got, want nfs3.Status) {
 		t.Helper()
 		if got != want {
 			t.Errorf("%s: status %d, want %d", what, got, want)
 		}
 	}
 	st, _ := c.lookup(asRoot, rootFH, "missing")
-	check("LOOKUP missing", st, nfs3ErrNoEnt)
+	check("LOOKUP missing", st, nfs3.ErrNoEnt)
 	st, _ = c.lookup(asRoot, rootFH, "a/b")
-	check("LOOKUP with a slash", st, nfs3ErrAcces)
+	check("LOOKUP with a slash", st, nfs3.ErrAcces)
 	st, _ = c.lookup(asRoot, rootFH, strings.Repeat("n", 256))
-	check("LOOKUP 256-byte name", st, nfs3ErrNameTooLong)
+	check("LOOKUP 256-byte name", st, nfs3.ErrNameTooLong)
 	st, _ = c.lookup(asRoot, fileFH, "x")
-	check("LOOKUP in a file", st, nfs3ErrNotDir)
-	check("RMDIR non-empty", c.status(nfsRmdir, asRoot, dirop(rootFH, "full")), nfs3ErrNotEmpty)
-	check("RMDIR a file", c.status(nfsRmdir, asRoot, dirop(rootFH, "file")), nfs3ErrNotDir)
-	check("REMOVE a directory", c.status(nfsRemove, asRoot, dirop(rootFH, "full")), nfs3ErrIsDir)
-	check("REMOVE missing", c.status(nfsRemove, asRoot, dirop(rootFH, "missing")), nfs3ErrNoEnt)
+	check("LOOKUP in a file", st, nfs3.ErrNotDir)
+	check("RMDIR non-empty", c.status(nfsRmdir, asRoot, dirop(rootFH, "full")), nfs3.ErrNotEmpty)
+	check("RMDIR a file", c.status(nfsRmdir, asRoot, dirop(rootFH, "file")), nfs3.ErrNotDir)
+	check("REMOVE a directory", c.status(nfsRemove, asRoot, dirop(rootFH, "full")), nfs3.ErrIsDir)
+	check("REMOVE missing", c.status(nfsRemove, asRoot, dirop(rootFH, "missing")), nfs3.ErrNoEnt)
 	st, _ = c.mkdir(asRoot, rootFH, "file", 0o755)
-	check("MKDIR over a file", st, nfs3ErrExist)
+	check("MKDIR over a file", st, nfs3.ErrExist)
 	st, _ = c.mkdir(asUser(2000), c.mustLookup(rootFH, "full"), "x", 0o755)
-	check("MKDIR without permission", st, nfs3ErrAcces)
-	rename := func(from, to string) uint32 {
+	check("MKDIR without permission", st, nfs3.ErrAcces)
+	rename := func(from, to string) nfs3.Status {
 		a := dirop(rootFH, from)
 		a.Opaque(rootFH)
 		a.Opaque([]byte(to))
 		return c.status(nfsRename, asRoot, a)
 	}
 	os.Mkdir(filepath.Join(root, "empty"), 0o755)
-	check("RENAME onto a non-empty directory", rename("empty", "full"), nfs3ErrNotEmpty)
-	check("RENAME a directory onto a file", rename("empty", "file"), nfs3ErrNotDir)
-	check("RENAME a directory into itself", rename("full", "full/sub/x"), nfs3ErrAcces)
+	check("RENAME onto a non-empty directory", rename("empty", "full"), nfs3.ErrNotEmpty)
+	check("RENAME a directory onto a file", rename("empty", "file"), nfs3.ErrNotDir)
+	check("RENAME a directory into itself", rename("full", "full/sub/x"), nfs3.ErrAcces)
 	st, data, _ := c.read(asRoot, rootFH, 0, 10)
-	check("READ a directory", st, nfs3ErrIsDir)
+	check("READ a directory", st, nfs3.ErrIsDir)
 	_ = data
-	if res := c.write(asRoot, rootFH, 0, []byte("x"), unstable); res.status != nfs3ErrInval && res.status != nfs3ErrIsDir {
+	if res := c.write(asRoot, rootFH, 0, []byte("x"), unstable); res.status != nfs3.ErrInval && res.status != nfs3.ErrIsDir {
 		t.Errorf("WRITE a directory: %d", res.status)
 	}
-	if st, _ := c.getattr(asRoot, fileFH); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, fileFH); st != nfs3.OK {
 		t.Fatalf("GETATTR: %d", st)
 	}
 }
@@ -725,7 +725,7 @@ func TestErrorStatuses(t *testing.T) {
 func (c *testClient) mustLookup(dir []byte, name string) []byte {
 	c.t.Helper()
 	st, fh := c.lookup(asRoot, dir, name)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		c.t.Fatalf("LOOKUP %s: %d", name, st)
 	}
 	return fh
@@ -742,7 +742,7 @@ func TestSetattr(t *testing.T) {
 	c := dialServer(t, addr)
 	fh := c.mustLookup(c.root(), "f")
 
-	setattr := func(cr *sysCred, fill func(*xdr.Encoder), guard *[2]uint32) uint32 {
+	setattr := func(cr *sysCred, fill func(*xdr.Encoder), guard *[2]uint32) nfs3.Status {
 		a := fhArg(fh)
 		fill(a)
 		if guard != nil {
@@ -779,7 +779,7 @@ func TestSetattr(t *testing.T) {
 		}
 	}
 	// setuid survives, and a change that only touches it is made.
-	if st := setattr(asUser(1000), sattr(0o4755, -1, 0, 0, [2]uint32{}), nil); st != nfs3OK {
+	if st := setattr(asUser(1000), sattr(0o4755, -1, 0, 0, [2]uint32{}), nil); st != nfs3.OK {
 		t.Fatalf("SETATTR mode 04755: %d", st)
 	}
 	if fi, _ := os.Stat(path); fi.Mode()&os.ModeSetuid == 0 || fi.Mode().Perm() != 0o755 {
@@ -790,7 +790,7 @@ func TestSetattr(t *testing.T) {
 	}
 	// mtime alone leaves atime alone.
 	mt := [2]uint32{1_500_000_000, 5}
-	if st := setattr(asUser(1000), sattr(-1, -1, timeDontChange, timeClient, mt), nil); st != nfs3OK {
+	if st := setattr(asUser(1000), sattr(-1, -1, timeDontChange, timeClient, mt), nil); st != nfs3.OK {
 		t.Fatalf("SETATTR mtime: %d", st)
 	}
 	var st syscall.Stat_t
@@ -799,14 +799,14 @@ func TestSetattr(t *testing.T) {
 		t.Errorf("times: atime %v mtime %v", st.Atim, st.Mtim)
 	}
 	// Someone else may not set explicit times, nor change the mode.
-	if got := setattr(asUser(2000), sattr(-1, -1, timeClient, timeClient, mt), nil); got != nfs3ErrPerm {
+	if got := setattr(asUser(2000), sattr(-1, -1, timeClient, timeClient, mt), nil); got != nfs3.ErrPerm {
 		t.Errorf("SETATTR times as a stranger: %d, want PERM", got)
 	}
-	if got := setattr(asUser(2000), sattr(0o777, -1, 0, 0, mt), nil); got != nfs3ErrPerm {
+	if got := setattr(asUser(2000), sattr(0o777, -1, 0, 0, mt), nil); got != nfs3.ErrPerm {
 		t.Errorf("SETATTR mode as a stranger: %d, want PERM", got)
 	}
 	// Size.
-	if got := setattr(asUser(1000), sattr(-1, 4, 0, 0, mt), nil); got != nfs3OK {
+	if got := setattr(asUser(1000), sattr(-1, 4, 0, 0, mt), nil); got != nfs3.OK {
 		t.Errorf("SETATTR size: %d", got)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "0123" {
@@ -814,10 +814,10 @@ func TestSetattr(t *testing.T) {
 	}
 	// Guard: the ctime the client saw.
 	_, a := c.getattr(asRoot, fh)
-	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &[2]uint32{1, 2}); got != nfs3ErrNotSync {
+	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &[2]uint32{1, 2}); got != nfs3.ErrNotSync {
 		t.Errorf("SETATTR with a stale guard: %d, want NOT_SYNC", got)
 	}
-	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &a.ctime); got != nfs3OK {
+	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &a.ctime); got != nfs3.OK {
 		t.Errorf("SETATTR with the current guard: %d", got)
 	}
 }
@@ -834,13 +834,13 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	a := fhArg(fh)
 	a.Opaque(rootFH)
 	a.Opaque([]byte("g"))
-	if st := c.status(nfsLink, asRoot, a); st != nfs3OK {
+	if st := c.status(nfsLink, asRoot, a); st != nfs3.OK {
 		t.Fatalf("LINK: %d", st)
 	}
 	if fi, err := os.Stat(filepath.Join(root, "g")); err != nil || fi.Sys().(*syscall.Stat_t).Nlink != 2 {
 		t.Fatalf("after LINK: %v", err)
 	}
-	if st, fh2 := c.lookup(asRoot, rootFH, "g"); st != nfs3OK || !bytes.Equal(fh, fh2) {
+	if st, fh2 := c.lookup(asRoot, rootFH, "g"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Errorf("the new name has another handle")
 	}
 
@@ -849,14 +849,14 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	m.Uint32(typeFifo)
 	writeSattr(m, 0o640)
 	r := c.nfs(nfsMknod, asUser(1000), m)
-	if st := r.Uint32(); st != nfs3OK || r.Uint32() != 1 {
+	if st := getStatus(r); st != nfs3.OK || r.Uint32() != 1 {
 		t.Fatalf("MKNOD fifo: %d", st)
 	}
 	fifoFH := r.Opaque(maxFH)
 	if fi, err := os.Lstat(filepath.Join(root, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("MKNOD made %v, %v", fi.Mode(), err)
 	}
-	if st, _, _ := c.read(asRoot, fifoFH, 0, 10); st != nfs3ErrInval {
+	if st, _, _ := c.read(asRoot, fifoFH, 0, 10); st != nfs3.ErrInval {
 		t.Errorf("READ of a FIFO: %d, want INVAL", st)
 	}
 	m = dirop(rootFH, "chr")
@@ -864,10 +864,10 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	writeSattr(m, 0o600)
 	m.Uint32(1)
 	m.Uint32(3)
-	if st := c.status(nfsMknod, asUser(1000), m); st != nfs3ErrPerm {
+	if st := c.status(nfsMknod, asUser(1000), m); st != nfs3.ErrPerm {
 		t.Errorf("MKNOD of a device as a user: %d, want PERM", st)
 	}
-	if st := c.status(nfsMknod, asRoot, m); st != nfs3OK {
+	if st := c.status(nfsMknod, asRoot, m); st != nfs3.OK {
 		t.Errorf("MKNOD of a device as root: %d", st)
 	}
 	if fi, err := os.Lstat(filepath.Join(root, "chr")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
@@ -878,7 +878,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	s := dirop(rootFH, "esc")
 	writeSattr(s, -1)
 	s.Opaque([]byte("/etc"))
-	if st := c.status(nfsSymlink, asRoot, s); st != nfs3OK {
+	if st := c.status(nfsSymlink, asRoot, s); st != nfs3.OK {
 		t.Fatalf("SYMLINK: %d", st)
 	}
 	escFH := c.mustLookup(rootFH, "esc")
@@ -887,7 +887,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	s = dirop(rootFH, "long")
 	writeSattr(s, 0o777)
 	s.Opaque([]byte(long))
-	if st := c.status(nfsSymlink, asUser(1000), s); st != nfs3OK {
+	if st := c.status(nfsSymlink, asUser(1000), s); st != nfs3.OK {
 		t.Fatalf("SYMLINK with a %d-byte target: %d", len(long), st)
 	}
 	if got, err := os.Readlink(filepath.Join(root, "long")); err != nil || got != long {
@@ -897,26 +897,26 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 		t.Errorf("symlink made as 1000 owned by %d", uid)
 	}
 	r = c.nfs(nfsReadlink, asRoot, fhArg(escFH))
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("READLINK: %d", st)
 	}
 	readPostOpAttr(r)
 	if target := string(r.Opaque(4096)); target != "/etc" {
 		t.Errorf("READLINK: %q", target)
 	}
-	if st, _ := c.lookup(asRoot, escFH, "passwd"); st != nfs3ErrNotDir {
+	if st, _ := c.lookup(asRoot, escFH, "passwd"); st != nfs3.ErrNotDir {
 		t.Errorf("LOOKUP through a symlink: %d, want NOTDIR", st)
 	}
-	if st, _ := c.create(asRoot, escFH, "planted", 0, 0o644); st == nfs3OK {
+	if st, _ := c.create(asRoot, escFH, "planted", 0, 0o644); st == nfs3.OK {
 		t.Errorf("CREATE through a symlink succeeded")
 	}
 	if _, err := os.Stat("/etc/planted"); err == nil {
 		t.Fatalf("a file was created outside the export")
 	}
-	if st, _ := c.getattr(asRoot, escFH); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, escFH); st != nfs3.OK {
 		t.Errorf("GETATTR of a symlink: %d", st)
 	}
-	if st, _, _ := c.read(asRoot, escFH, 0, 10); st != nfs3ErrInval {
+	if st, _, _ := c.read(asRoot, escFH, 0, 10); st != nfs3.ErrInval {
 		t.Errorf("READ of a symlink: %d, want INVAL", st)
 	}
 
@@ -927,13 +927,13 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	subFH := c.mustLookup(rootFH, "sub")
 	d.Opaque(subFH)
 	d.Opaque([]byte("moved"))
-	if st := c.status(nfsRename, asRoot, d); st != nfs3OK {
+	if st := c.status(nfsRename, asRoot, d); st != nfs3.OK {
 		t.Fatalf("RENAME: %d", st)
 	}
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
 		t.Errorf("READ after RENAME: %d %q", st, data)
 	}
-	if st, fh2 := c.lookup(asRoot, subFH, "moved"); st != nfs3OK || !bytes.Equal(fh, fh2) {
+	if st, fh2 := c.lookup(asRoot, subFH, "moved"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Errorf("handle changed over RENAME")
 	}
 }
@@ -945,19 +945,19 @@ func TestReadOnlyServer(t *testing.T) {
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	fh := c.mustLookup(rootFH, "f")
-	if res := c.write(asRoot, fh, 0, []byte("y"), fileSync); res.status != nfs3ErrROFS {
+	if res := c.write(asRoot, fh, 0, []byte("y"), fileSync); res.status != nfs3.ErrROFS {
 		t.Errorf("WRITE: %d, want ROFS", res.status)
 	}
-	if st, _ := c.create(asRoot, rootFH, "new", 0, 0o644); st != nfs3ErrROFS {
+	if st, _ := c.create(asRoot, rootFH, "new", 0, 0o644); st != nfs3.ErrROFS {
 		t.Errorf("CREATE: %d, want ROFS", st)
 	}
-	if st := c.status(nfsRemove, asRoot, dirop(rootFH, "f")); st != nfs3ErrROFS {
+	if st := c.status(nfsRemove, asRoot, dirop(rootFH, "f")); st != nfs3.ErrROFS {
 		t.Errorf("REMOVE: %d, want ROFS", st)
 	}
-	if st, got := c.access(asRoot, fh, 0x3f); st != nfs3OK || got != accessRead {
+	if st, got := c.access(asRoot, fh, 0x3f); st != nfs3.OK || got != accessRead {
 		t.Errorf("ACCESS: %d %#x, want READ only", st, got)
 	}
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
 		t.Errorf("READ: %d %q", st, data)
 	}
 }
@@ -968,7 +968,7 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 	rootFH := c.root()
 
 	r := c.nfs(nfsFsinfo, asRoot, fhArg(rootFH))
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("FSINFO: %d", st)
 	}
 	if readPostOpAttr(r) == nil {
@@ -983,7 +983,7 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 	}
 
 	r = c.nfs(nfsFsstat, asRoot, fhArg(rootFH))
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("FSSTAT: %d", st)
 	}
 	readPostOpAttr(r)
@@ -992,7 +992,7 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 	}
 
 	r = c.nfs(nfsPathconf, asRoot, fhArg(rootFH))
-	if st := r.Uint32(); st != nfs3OK {
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("PATHCONF: %d", st)
 	}
 	readPostOpAttr(r)
@@ -1072,13 +1072,13 @@ func TestDisconnectedHandle(t *testing.T) {
 		}
 	}
 	evict(srv1)
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
 		t.Fatalf("READ of a disconnected file, by its hint: %d %q", st, data)
 	}
 	srv1.Close()
 	srv2, addr := startServer(t, Options{Root: root, Export: trusted})
 	evict(srv2)
-	if st, a := dialServer(t, addr).getattr(asRoot, fh); st != nfs3OK || a.size != 1 {
+	if st, a := dialServer(t, addr).getattr(asRoot, fh); st != nfs3.OK || a.size != 1 {
 		t.Fatalf("GETATTR of a disconnected file after a restart, by search: %d %+v", st, a)
 	}
 }

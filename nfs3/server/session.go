@@ -164,7 +164,7 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 		ss.reply(ss.srv.mountReply(c.xid, args.dirpath))
 		return nil
 	}
-	if st := args.frontStatus(c.proc); st != nfs3OK {
+	if st := args.frontStatus(c.proc); st != nfs3.OK {
 		ss.reply(nfsErrorReply(c.xid, c.proc, st))
 		return nil
 	}
@@ -199,7 +199,7 @@ func (ss *Session) admission(c *rpcCall) []byte {
 	case !ss.peer.allowed:
 		return deniedReply(c.xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
 	case !ss.peer.secure && !ss.srv.opts.Export.Insecure:
-		return nfsErrorReply(c.xid, c.proc, nfs3ErrPerm)
+		return nfsErrorReply(c.xid, c.proc, nfs3.ErrPerm)
 	}
 	return nil
 }
