@@ -11,19 +11,22 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// The MOUNT procedures.
+// The MOUNT v3 procedures (RFC 1813 appendix I).
 const (
-	mountProcNull = 0
-	mountProcMnt  = 1
-	mountProcUmnt = 3
+	MountProcNull    = 0
+	MountProcMnt     = 1
+	MountProcDump    = 2
+	MountProcUmnt    = 3
+	MountProcUmntAll = 4
+	MountProcExport  = 5
 )
 
 var mountProcNames = []string{"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"}
 
 // MOUNT protocol limits.
 const (
-	mntPathLen = 1024
-	maxFlavors = 64
+	MountPathLen = 1024 // MNTPATHLEN: the longest path MNT and UMNT take
+	maxFlavors   = 64
 )
 
 // MountStatus is mountstat3. Every status other than MNT3_OK is an error.
@@ -103,10 +106,10 @@ func (m *MountClient) Close() error { return m.rpc.Close() }
 // with the authentication flavors the server accepts for it.
 func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (FH, []sunrpc.Flavor, error) {
 	var fh FH
-	if len(path) > mntPathLen {
+	if len(path) > MountPathLen {
 		return fh, nil, MountStatus(63)
 	}
-	call := m.rpc.NewCall(mountProcMnt, cred)
+	call := m.rpc.NewCall(MountProcMnt, cred)
 	defer call.Release()
 	e := call.Args()
 	e.String(path)
@@ -138,7 +141,7 @@ func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (
 
 // Umnt tells mountd the client no longer uses the export at path.
 func (m *MountClient) Umnt(ctx context.Context, cred *sunrpc.Cred, path string) error {
-	call := m.rpc.NewCall(mountProcUmnt, cred)
+	call := m.rpc.NewCall(MountProcUmnt, cred)
 	defer call.Release()
 	e := call.Args()
 	e.String(path)

@@ -112,8 +112,8 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	name := func() string { return string(r.Opaque(rest())) }
 
 	if prog == nfs3.MountProgram {
-		if proc == mountMnt || proc == mountUmnt {
-			a.dirpath = string(r.Opaque(maxMountPath))
+		if proc == nfs3.MountProcMnt || proc == nfs3.MountProcUmnt {
+			a.dirpath = string(r.Opaque(nfs3.MountPathLen))
 		}
 		return a, r.Err() == nil
 	}

@@ -263,7 +263,7 @@ func (c *testClient) mount(path string) (uint32, []byte) {
 	c.t.Helper()
 	a := args()
 	a.Opaque([]byte(path))
-	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, mountMnt, asRoot, a.Buf)
+	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcMnt, asRoot, a.Buf)
 	r := decoder(rep.body)
 	st := r.Uint32()
 	if st != 0 {

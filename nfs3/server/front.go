@@ -12,8 +12,9 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// The numbers of the programs the front answers are package nfs3's, those
-// of RPC messages themselves package sunrpc's.
+// The numbers of the protocols the front answers (programs, procedures,
+// statuses) are package nfs3's, those of RPC messages themselves package
+// sunrpc's.
 
 const (
 	nobody = 65534 // knfsd's default anonuid and anongid
@@ -21,19 +22,6 @@ const (
 	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
 	// proc and two empty opaque_auth.
 	minCallLen = 40
-)
-
-// MOUNT v3 procedures (RFC 1813 appendix I).
-const (
-	mountNull    = 0
-	mountMnt     = 1
-	mountDump    = 2
-	mountUmnt    = 3
-	mountUmntAll = 4
-	mountExport  = 5
-	mountMaxProc = 5
-
-	maxMountPath = 1024 // MNTPATHLEN
 )
 
 // errNotCall means the message is not an RPC call the front could even answer
@@ -113,7 +101,7 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 		if c.vers != nfs3.MountVersion {
 			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.MountVersion, nfs3.MountVersion), nil
 		}
-		maxProc = mountMaxProc
+		maxProc = nfs3.MountProcExport // the last
 	default:
 		return nil, acceptedReply(xid, sunrpc.ProgUnavail), nil
 	}
@@ -197,12 +185,12 @@ func (ss *Session) inlineReply(c *rpcCall) []byte {
 		return nil
 	}
 	switch c.proc {
-	case mountDump:
+	case nfs3.MountProcDump:
 		// The server keeps no mount list: an empty mountlist.
 		return acceptedReply(c.xid, sunrpc.Success, 0)
-	case mountUmnt, mountUmntAll:
+	case nfs3.MountProcUmnt, nfs3.MountProcUmntAll:
 		return acceptedReply(c.xid, sunrpc.Success)
-	case mountExport:
+	case nfs3.MountProcExport:
 		// One export, "/", with the clients it allows as its groups, as
 		// mountd lists them (showmount -e).
 		w := successHeader(c.xid)

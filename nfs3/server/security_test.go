@@ -149,9 +149,9 @@ func TestExportClients(t *testing.T) {
 	if rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, sunrpc.AuthTooWeak}) {
 		t.Errorf("GETATTR from 127.0.0.1, not a client: %+v, want AUTH_ERROR AUTH_TOOWEAK", rep)
 	}
-	rep = c.call(nfs3.MountProgram, nfs3.MountVersion, mountExport, asRoot, nil)
+	rep = c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcExport, asRoot, nil)
 	r := decoder(rep.body)
-	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "10.0.0.0/8" ||
+	if r.Uint32() != 1 || string(r.Opaque(nfs3.MountPathLen)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "10.0.0.0/8" ||
 		r.Uint32() != 1 || string(r.Opaque(255)) != "192.168.1.7" || r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil {
 		t.Errorf("EXPORT: %x", rep.body)
 	}

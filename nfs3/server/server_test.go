@@ -63,13 +63,13 @@ func TestMountExportNull(t *testing.T) {
 
 	// EXPORT lists "/" with its clients: by default the server's own
 	// address.
-	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, mountExport, asRoot, nil)
+	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcExport, asRoot, nil)
 	r := decoder(rep.body)
-	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "127.0.0.1" ||
+	if r.Uint32() != 1 || string(r.Opaque(nfs3.MountPathLen)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "127.0.0.1" ||
 		r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
-	if rep := c.call(nfs3.MountProgram, nfs3.MountVersion, mountDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
+	if rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
 		t.Errorf("DUMP: %+v", rep)
 	}
 	for _, prog := range []uint32{nfs3.Program, nfs3.MountProgram} {

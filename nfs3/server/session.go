@@ -189,7 +189,7 @@ func (ss *Session) admission(c *rpcCall) []byte {
 		return nil
 	}
 	if c.prog == nfs3.MountProgram {
-		if c.proc != mountMnt || ss.peer.allowed && (ss.peer.secure || ss.srv.opts.Export.Insecure) {
+		if c.proc != nfs3.MountProcMnt || ss.peer.allowed && (ss.peer.secure || ss.srv.opts.Export.Insecure) {
 			return nil
 		}
 		ss.srv.logf("server: refused MOUNT from %s: %s", ss.peerString(), ss.refusal())
