@@ -32,23 +32,31 @@ const (
 // MountStatus is mountstat3. Every status other than MNT3_OK is an error.
 type MountStatus uint32
 
-var mountStatusText = map[MountStatus]string{
-	1:     "not owner (MNT3ERR_PERM)",
-	2:     "no such export (MNT3ERR_NOENT)",
-	5:     "I/O error (MNT3ERR_IO)",
-	13:    "access denied by server (MNT3ERR_ACCES)",
-	20:    "not a directory (MNT3ERR_NOTDIR)",
-	22:    "invalid argument (MNT3ERR_INVAL)",
-	63:    "path name too long (MNT3ERR_NAMETOOLONG)",
-	10004: "operation not supported (MNT3ERR_NOTSUPP)",
-	10006: "server fault (MNT3ERR_SERVERFAULT)",
-}
-
-// The MOUNT statuses a caller may want to tell apart.
+// The MOUNT v3 statuses.
 const (
-	MountErrNoEnt MountStatus = 2
-	MountErrAcces MountStatus = 13
+	MountOK             MountStatus = 0
+	MountErrPerm        MountStatus = 1
+	MountErrNoEnt       MountStatus = 2
+	MountErrIO          MountStatus = 5
+	MountErrAcces       MountStatus = 13
+	MountErrNotDir      MountStatus = 20
+	MountErrInval       MountStatus = 22
+	MountErrNameTooLong MountStatus = 63
+	MountErrNotSupp     MountStatus = 10004
+	MountErrServerFault MountStatus = 10006
 )
+
+var mountStatusText = map[MountStatus]string{
+	MountErrPerm:        "not owner (MNT3ERR_PERM)",
+	MountErrNoEnt:       "no such export (MNT3ERR_NOENT)",
+	MountErrIO:          "I/O error (MNT3ERR_IO)",
+	MountErrAcces:       "access denied by server (MNT3ERR_ACCES)",
+	MountErrNotDir:      "not a directory (MNT3ERR_NOTDIR)",
+	MountErrInval:       "invalid argument (MNT3ERR_INVAL)",
+	MountErrNameTooLong: "path name too long (MNT3ERR_NAMETOOLONG)",
+	MountErrNotSupp:     "operation not supported (MNT3ERR_NOTSUPP)",
+	MountErrServerFault: "server fault (MNT3ERR_SERVERFAULT)",
+}
 
 func (s MountStatus) Error() string {
 	if t, ok := mountStatusText[s]; ok {
@@ -107,7 +115,7 @@ func (m *MountClient) Close() error { return m.rpc.Close() }
 func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (FH, []sunrpc.Flavor, error) {
 	var fh FH
 	if len(path) > MountPathLen {
-		return fh, nil, MountStatus(63)
+		return fh, nil, MountErrNameTooLong
 	}
 	call := m.rpc.NewCall(MountProcMnt, cred)
 	defer call.Release()
@@ -118,7 +126,7 @@ func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (
 		return fh, nil, err
 	}
 	d := xdr.NewDecoder(call.Reply.Body)
-	if st := MountStatus(d.Uint32()); d.Err() == nil && st != 0 {
+	if st := MountStatus(d.Uint32()); d.Err() == nil && st != MountOK {
 		return fh, nil, st
 	}
 	getFH(&d, &fh)

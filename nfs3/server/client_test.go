@@ -259,14 +259,14 @@ func skipWcc(r *xdr.Decoder) {
 	readPostOpAttr(r)
 }
 
-func (c *testClient) mount(path string) (uint32, []byte) {
+func (c *testClient) mount(path string) (nfs3.MountStatus, []byte) {
 	c.t.Helper()
 	a := args()
 	a.Opaque([]byte(path))
 	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcMnt, asRoot, a.Buf)
 	r := decoder(rep.body)
-	st := r.Uint32()
-	if st != 0 {
+	st := nfs3.MountStatus(r.Uint32())
+	if st != nfs3.MountOK {
 		return st, nil
 	}
 	fh := r.Opaque(maxFH)

@@ -207,20 +207,10 @@ func (ss *Session) inlineReply(c *rpcCall) []byte {
 	return nil
 }
 
-// MOUNT v3 statuses (mountstat3).
-const (
-	mnt3OK             = 0
-	mnt3ErrNoEnt       = 2
-	mnt3ErrIO          = 5
-	mnt3ErrAcces       = 13
-	mnt3ErrNotDir      = 20
-	mnt3ErrNameTooLong = 63
-)
-
 // mountStatusReply is a MNT reply without a handle.
-func mountStatusReply(xid, status uint32) []byte {
+func mountStatusReply(xid uint32, status nfs3.MountStatus) []byte {
 	w := successHeader(xid)
-	w.Uint32(status)
+	w.Uint32(uint32(status))
 	return w.Buf
 }
 
@@ -231,7 +221,7 @@ func mountStatusReply(xid, status uint32) []byte {
 func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 	rel, ok := mountPath(dirpath)
 	if !ok {
-		return mountStatusReply(xid, mnt3ErrNoEnt)
+		return mountStatusReply(xid, nfs3.MountErrNoEnt)
 	}
 	fh := s.rootHandle
 	if rel != "." {
@@ -246,7 +236,7 @@ func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 		}
 	}
 	w := successHeader(xid)
-	w.Uint32(mnt3OK)
+	w.Uint32(uint32(nfs3.MountOK))
 	w.Opaque(fh)
 	w.Uint32(1) // auth_flavors: [AUTH_SYS]
 	w.Uint32(uint32(sunrpc.AuthSys))
@@ -274,18 +264,18 @@ func mountPath(dirpath string) (string, bool) {
 }
 
 // mountStatus maps a lookup error to a mountstat3.
-func mountStatus(err error) uint32 {
+func mountStatus(err error) nfs3.MountStatus {
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return mnt3ErrNoEnt
+		return nfs3.MountErrNoEnt
 	case errors.Is(err, unix.ENOTDIR):
-		return mnt3ErrNotDir
+		return nfs3.MountErrNotDir
 	case errors.Is(err, unix.ENAMETOOLONG):
-		return mnt3ErrNameTooLong
+		return nfs3.MountErrNameTooLong
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP), errors.Is(err, errOtherMount):
-		return mnt3ErrAcces
+		return nfs3.MountErrAcces
 	}
-	return mnt3ErrIO
+	return nfs3.MountErrIO
 }
 
 // garbageArgs is the reply to a call whose arguments do not decode.

@@ -35,7 +35,7 @@ func TestExportDefaults(t *testing.T) {
 	// secure: a call from an unreserved port is refused, as knfsd refuses
 	// it (NFS3ERR_PERM) and mountd (MNT3ERR_ACCES).
 	insecure := dialServer(t, addr)
-	if st, _ := insecure.mount("/"); st != mnt3ErrAcces {
+	if st, _ := insecure.mount("/"); st != nfs3.MountErrAcces {
 		t.Errorf("MNT from an unreserved port: %d, want ACCES", st)
 	}
 	rootFH := dialReserved(t, addr).root()
@@ -140,7 +140,7 @@ func TestExportClients(t *testing.T) {
 	others, _ := ParseClients("10.0.0.0/8+192.168.1.7")
 	_, addr := startServer(t, Options{Root: root, Export: Export{Clients: others}})
 	c := dialReserved(t, addr)
-	if st, _ := c.mount("/"); st != mnt3ErrAcces {
+	if st, _ := c.mount("/"); st != nfs3.MountErrAcces {
 		t.Errorf("MNT from 127.0.0.1, not a client: %d, want ACCES", st)
 	}
 	srv2, addr2 := startServer(t, Options{Root: root})

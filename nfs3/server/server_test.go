@@ -47,14 +47,14 @@ func TestMountExportNull(t *testing.T) {
 			t.Errorf("MNT %q: status %d, handle %x, want %x", p, st, fh, dirFH)
 		}
 	}
-	for p, want := range map[string]uint32{
-		"/nope":      mnt3ErrNoEnt,
-		"":           mnt3ErrNoEnt,
-		"x":          mnt3ErrNoEnt,
-		"/sub/file":  mnt3ErrNotDir,
-		"/link":      mnt3ErrAcces, // a symlink is never followed
-		"/..":        mnt3ErrAcces, // nothing above the export
-		"/sub/../..": mnt3ErrAcces,
+	for p, want := range map[string]nfs3.MountStatus{
+		"/nope":      nfs3.MountErrNoEnt,
+		"":           nfs3.MountErrNoEnt,
+		"x":          nfs3.MountErrNoEnt,
+		"/sub/file":  nfs3.MountErrNotDir,
+		"/link":      nfs3.MountErrAcces, // a symlink is never followed
+		"/..":        nfs3.MountErrAcces, // nothing above the export
+		"/sub/../..": nfs3.MountErrAcces,
 	} {
 		if st, _ := c.mount(p); st != want {
 			t.Errorf("MNT %q: status %d, want %d", p, st, want)

@@ -193,7 +193,7 @@ func (ss *Session) admission(c *rpcCall) []byte {
 			return nil
 		}
 		ss.srv.logf("server: refused MOUNT from %s: %s", ss.peerString(), ss.refusal())
-		return mountStatusReply(c.xid, mnt3ErrAcces)
+		return mountStatusReply(c.xid, nfs3.MountErrAcces)
 	}
 	switch {
 	case !ss.peer.allowed:
