@@ -157,26 +157,31 @@ func (m *MountClient) Umnt(ctx context.Context, cred *sunrpc.Cred, path string) 
 	return m.rpc.Do(ctx, call)
 }
 
-// The portmapper's GETPORT (RFC 1833, version 2).
+// The portmapper (RFC 1833, version 2).
 const (
-	portmapProgram = 100000
-	portmapVersion = 2
-	portmapPort    = 111
-	pmapGetport    = 3
-	ipprotoTCP     = 6
+	PortmapProgram     = 100000
+	PortmapVersion     = 2
+	PortmapPort        = 111
+	PortmapProcSet     = 1
+	PortmapProcUnset   = 2
+	PortmapProcGetport = 3
+	IPProtoTCP         = 6 // the protocol of a mapping for TCP
 )
+
+// PortmapProcNames names the portmapper's procedures up to GETPORT.
+var PortmapProcNames = []string{"NULL", "SET", "UNSET", "GETPORT"}
 
 // GetPort asks the portmapper of cfg.Host on which TCP port prog and vers
 // listen.
 func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error) {
-	rpc := cfg.client(portmapPort, portmapProgram, portmapVersion, []string{"NULL", "SET", "UNSET", "GETPORT"})
+	rpc := cfg.client(PortmapPort, PortmapProgram, PortmapVersion, PortmapProcNames)
 	defer rpc.Close()
-	call := rpc.NewCall(pmapGetport, nil)
+	call := rpc.NewCall(PortmapProcGetport, nil)
 	defer call.Release()
 	e := call.Args()
 	e.Uint32(prog)
 	e.Uint32(vers)
-	e.Uint32(ipprotoTCP)
+	e.Uint32(IPProtoTCP)
 	e.Uint32(0)
 	call.SetArgs(e)
 	if err := rpc.Do(ctx, call); err != nil {
