@@ -7,33 +7,8 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// NFSv3 procedures (RFC 1813).
+// What the server takes and offers.
 const (
-	nfsNull        = 0
-	nfsGetattr     = 1
-	nfsSetattr     = 2
-	nfsLookup      = 3
-	nfsAccess      = 4
-	nfsReadlink    = 5
-	nfsRead        = 6
-	nfsWrite       = 7
-	nfsCreate      = 8
-	nfsMkdir       = 9
-	nfsSymlink     = 10
-	nfsMknod       = 11
-	nfsRemove      = 12
-	nfsRmdir       = 13
-	nfsRename      = 14
-	nfsLink        = 15
-	nfsReaddir     = 16
-	nfsReaddirplus = 17
-	nfsFsstat      = 18
-	nfsFsinfo      = 19
-	nfsPathconf    = 20
-	nfsCommit      = 21
-	nfsMaxProc     = 21
-
-	maxFH   = 64  // NFS3_FHSIZE
 	maxName = 255 // longest file name the front lets through (NAME_MAX)
 
 	// maxIO is the largest READ and WRITE the server offers in FSINFO; READ
@@ -118,26 +93,26 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		return a, r.Err() == nil
 	}
 
-	if proc == nfsNull {
+	if proc == nfs3.ProcNull {
 		return a, true
 	}
-	a.fh = r.Opaque(maxFH)
+	a.fh = r.Opaque(nfs3.FHSize)
 	switch proc {
-	case nfsGetattr, nfsReadlink, nfsFsstat, nfsFsinfo, nfsPathconf:
-	case nfsSetattr:
+	case nfs3.ProcGetattr, nfs3.ProcReadlink, nfs3.ProcFsstat, nfs3.ProcFsinfo, nfs3.ProcPathconf:
+	case nfs3.ProcSetattr:
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
 		if a.guard = r.Uint32() != 0; a.guard {
 			a.guardTim = [2]uint32{r.Uint32(), r.Uint32()}
 		}
-	case nfsLookup, nfsRemove, nfsRmdir:
+	case nfs3.ProcLookup, nfs3.ProcRemove, nfs3.ProcRmdir:
 		a.name = name()
-	case nfsAccess:
+	case nfs3.ProcAccess:
 		a.mask = r.Uint32()
-	case nfsRead:
+	case nfs3.ProcRead:
 		a.offset = r.Uint64()
 		a.count = min(r.Uint32(), maxIO)
-	case nfsWrite:
+	case nfs3.ProcWrite:
 		a.offset = r.Uint64()
 		a.count = r.Uint32()
 		a.stable = r.Uint32()
@@ -146,7 +121,7 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 			return a, false
 		}
 		a.count = min(a.count, uint32(len(a.data)))
-	case nfsCreate:
+	case nfs3.ProcCreate:
 		a.name = name()
 		a.how = r.Uint32()
 		switch {
@@ -158,16 +133,16 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		default:
 			return a, false
 		}
-	case nfsMkdir:
+	case nfs3.ProcMkdir:
 		a.name = name()
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
-	case nfsSymlink:
+	case nfs3.ProcSymlink:
 		a.name = name()
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
 		a.target = string(r.Opaque(rest()))
-	case nfsMknod:
+	case nfs3.ProcMknod:
 		a.name = name()
 		a.ftype = r.Uint32()
 		switch a.ftype {
@@ -182,21 +157,21 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		default:
 			return a, false
 		}
-	case nfsRename:
+	case nfs3.ProcRename:
 		a.name = name()
-		a.fh2 = r.Opaque(maxFH)
+		a.fh2 = r.Opaque(nfs3.FHSize)
 		a.name2 = name()
-	case nfsLink:
-		a.fh2 = r.Opaque(maxFH)
+	case nfs3.ProcLink:
+		a.fh2 = r.Opaque(nfs3.FHSize)
 		a.name = name()
-	case nfsReaddir, nfsReaddirplus:
+	case nfs3.ProcReaddir, nfs3.ProcReaddirplus:
 		a.cookie = r.Uint64()
 		copy(a.verf[:], r.Fixed(8))
-		if proc == nfsReaddirplus {
+		if proc == nfs3.ProcReaddirplus {
 			a.dircount = r.Uint32()
 		}
 		a.count = r.Uint32()
-	case nfsCommit:
+	case nfs3.ProcCommit:
 		r.Uint64()
 		r.Uint32()
 	}
@@ -240,17 +215,17 @@ func decodeSattr(r *xdr.Decoder) sattr {
 // NAMETOOLONG. "." and ".." name no new object: knfsd answers EXIST to make,
 // ACCES to remove and PERM to rename them (LOOKUP resolves them).
 func (a *nfsArgs) frontStatus(proc uint32) nfs3.Status {
-	if proc == nfsNull {
+	if proc == nfs3.ProcNull {
 		return nfs3.OK
 	}
-	if !wellFormedHandle(a.fh) || (proc == nfsRename || proc == nfsLink) && !wellFormedHandle(a.fh2) {
+	if !wellFormedHandle(a.fh) || (proc == nfs3.ProcRename || proc == nfs3.ProcLink) && !wellFormedHandle(a.fh2) {
 		return nfs3.ErrStale
 	}
 	var names []string
 	switch proc {
-	case nfsLookup, nfsCreate, nfsMkdir, nfsSymlink, nfsMknod, nfsRemove, nfsRmdir, nfsLink:
+	case nfs3.ProcLookup, nfs3.ProcCreate, nfs3.ProcMkdir, nfs3.ProcSymlink, nfs3.ProcMknod, nfs3.ProcRemove, nfs3.ProcRmdir, nfs3.ProcLink:
 		names = []string{a.name}
-	case nfsRename:
+	case nfs3.ProcRename:
 		names = []string{a.name, a.name2}
 	}
 	for _, n := range names {
@@ -260,10 +235,10 @@ func (a *nfsArgs) frontStatus(proc uint32) nfs3.Status {
 		case len(n) > maxName:
 			return nfs3.ErrNameTooLong
 		case n != "." && n != "..":
-		case proc == nfsLookup:
-		case proc == nfsRemove || proc == nfsRmdir:
+		case proc == nfs3.ProcLookup:
+		case proc == nfs3.ProcRemove || proc == nfs3.ProcRmdir:
 			return nfs3.ErrAcces
-		case proc == nfsRename:
+		case proc == nfs3.ProcRename:
 			return nfs3.ErrPerm
 		default:
 			return nfs3.ErrExist

@@ -269,7 +269,7 @@ func (c *testClient) mount(path string) (nfs3.MountStatus, []byte) {
 	if st != nfs3.MountOK {
 		return st, nil
 	}
-	fh := r.Opaque(maxFH)
+	fh := r.Opaque(nfs3.FHSize)
 	n := r.Uint32()
 	if n != 1 || r.Uint32() != uint32(sunrpc.AuthSys) {
 		c.t.Fatalf("MNT flavors: want [AUTH_SYS]")
@@ -295,18 +295,18 @@ func dirop(fh []byte, name string) *xdr.Encoder {
 
 func (c *testClient) lookup(cr *sysCred, dir []byte, name string) (nfs3.Status, []byte) {
 	c.t.Helper()
-	r := c.nfs(nfsLookup, cr, dirop(dir, name))
+	r := c.nfs(nfs3.ProcLookup, cr, dirop(dir, name))
 	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
-	return nfs3.OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(nfs3.FHSize)
 }
 
 func (c *testClient) getattr(cr *sysCred, fh []byte) (nfs3.Status, fattr) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
-	r := c.nfs(nfsGetattr, cr, a)
+	r := c.nfs(nfs3.ProcGetattr, cr, a)
 	if st := getStatus(r); st != nfs3.OK {
 		return st, fattr{}
 	}
@@ -336,26 +336,26 @@ func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mo
 	} else {
 		writeSattr(a, mode)
 	}
-	r := c.nfs(nfsCreate, cr, a)
+	r := c.nfs(nfs3.ProcCreate, cr, a)
 	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
 	if r.Uint32() == 0 {
 		c.t.Fatalf("CREATE: no handle")
 	}
-	return nfs3.OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(nfs3.FHSize)
 }
 
 func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
 	writeSattr(a, mode)
-	r := c.nfs(nfsMkdir, cr, a)
+	r := c.nfs(nfs3.ProcMkdir, cr, a)
 	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
 	r.Uint32()
-	return nfs3.OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(nfs3.FHSize)
 }
 
 type writeRes struct {
@@ -372,7 +372,7 @@ func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stab
 	a.Uint32(uint32(len(data)))
 	a.Uint32(stable)
 	a.Opaque(data)
-	r := c.nfs(nfsWrite, cr, a)
+	r := c.nfs(nfs3.ProcWrite, cr, a)
 	res := writeRes{status: getStatus(r)}
 	skipWcc(r)
 	if res.status == nfs3.OK {
@@ -389,7 +389,7 @@ func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (nfs
 	a.Opaque(fh)
 	a.Uint64(off)
 	a.Uint32(count)
-	r := c.nfs(nfsRead, cr, a)
+	r := c.nfs(nfs3.ProcRead, cr, a)
 	st := getStatus(r)
 	readPostOpAttr(r)
 	if st != nfs3.OK {
@@ -406,7 +406,7 @@ func (c *testClient) commit(cr *sysCred, fh []byte) (nfs3.Status, []byte) {
 	a.Opaque(fh)
 	a.Uint64(0)
 	a.Uint32(0)
-	r := c.nfs(nfsCommit, cr, a)
+	r := c.nfs(nfs3.ProcCommit, cr, a)
 	st := getStatus(r)
 	skipWcc(r)
 	if st != nfs3.OK {
@@ -420,7 +420,7 @@ func (c *testClient) access(cr *sysCred, fh []byte, mask uint32) (nfs3.Status, u
 	a := args()
 	a.Opaque(fh)
 	a.Uint32(mask)
-	r := c.nfs(nfsAccess, cr, a)
+	r := c.nfs(nfs3.ProcAccess, cr, a)
 	st := getStatus(r)
 	readPostOpAttr(r)
 	if st != nfs3.OK {
@@ -460,7 +460,7 @@ func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []
 	a.Buf = append(a.Buf, verf...)
 	a.Uint32(dircount)
 	a.Uint32(maxcount)
-	r := c.nfs(nfsReaddirplus, cr, a)
+	r := c.nfs(nfs3.ProcReaddirplus, cr, a)
 	st := getStatus(r)
 	readPostOpAttr(r)
 	if st != nfs3.OK {
@@ -475,7 +475,7 @@ func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []
 		e.cookie = r.Uint64()
 		e.attr = readPostOpAttr(r)
 		if r.Uint32() != 0 {
-			e.fh = r.Opaque(maxFH)
+			e.fh = r.Opaque(nfs3.FHSize)
 		}
 		ents = append(ents, e)
 	}

@@ -164,7 +164,7 @@ func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 	pre := dir.st
 	var typ uint32
-	if proc == nfsMknod {
+	if proc == nfs3.ProcMknod {
 		switch a.ftype {
 		case typeChr:
 			typ = unix.S_IFCHR
@@ -190,11 +190,11 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 		var err error
 		mode, exact := requestedMode(a, 0o755)
 		switch proc {
-		case nfsMkdir:
+		case nfs3.ProcMkdir:
 			err = unix.Mkdirat(dir.fd, a.name, mode)
-		case nfsSymlink:
+		case nfs3.ProcSymlink:
 			err = unix.Symlinkat(a.target, dir.fd, a.name)
-		case nfsMknod:
+		case nfs3.ProcMknod:
 			mode, _ = requestedMode(a, 0o644)
 			exact = true
 			err = unix.Mknodat(dir.fd, a.name, typ|mode, int(unix.Mkdev(a.spec[0], a.spec[1])))
@@ -208,7 +208,7 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 		if err := statFD(obj.fd, &obj.st); err != nil {
 			return err
 		}
-		if exact && proc != nfsSymlink {
+		if exact && proc != nfs3.ProcSymlink {
 			if err := fixMode(obj, mode); err != nil {
 				return err
 			}
@@ -247,7 +247,7 @@ func (w *worker) remove(xid, proc uint32, dir *node, name string) []byte {
 	err := w.as(func() error {
 		gone, _ = w.srv.handleAt(dir.fd, name)
 		flags := 0
-		if proc == nfsRmdir {
+		if proc == nfs3.ProcRmdir {
 			flags = unix.AT_REMOVEDIR
 		}
 		return unix.Unlinkat(dir.fd, name, flags)
@@ -270,7 +270,7 @@ func (s *Server) forget(fh []byte) {
 func (w *worker) rename(xid uint32, from *node, a *nfsArgs) []byte {
 	to, err := w.srv.open(a.fh2)
 	if err != nil {
-		return nfsErrorReply(xid, nfsRename, nfs3.ErrStale)
+		return nfsErrorReply(xid, nfs3.ProcRename, nfs3.ErrStale)
 	}
 	defer to.close()
 	fromPre, toPre := from.st, to.st
@@ -320,7 +320,7 @@ func (w *worker) rename(xid uint32, from *node, a *nfsArgs) []byte {
 func (w *worker) link(xid uint32, file *node, a *nfsArgs) []byte {
 	dir, err := w.srv.open(a.fh2)
 	if err != nil {
-		return nfsErrorReply(xid, nfsLink, nfs3.ErrStale)
+		return nfsErrorReply(xid, nfs3.ProcLink, nfs3.ErrStale)
 	}
 	defer dir.close()
 	pre := dir.st

@@ -37,7 +37,7 @@ func (c *testClient) setattrTimes(cr *sysCred, fh []byte, atimeHow uint32, atime
 		a.Uint32(mtime[1])
 	}
 	a.Uint32(0) // no guard
-	return c.status(nfsSetattr, cr, a)
+	return c.status(nfs3.ProcSetattr, cr, a)
 }
 
 // setattrSize sends SETATTR of the size with the mtime set to the server's
@@ -53,7 +53,7 @@ func (c *testClient) setattrSize(cr *sysCred, fh []byte, size uint64) nfs3.Statu
 	a.Uint32(timeDontChange)
 	a.Uint32(timeServer)
 	a.Uint32(0) // no guard
-	return c.status(nfsSetattr, cr, a)
+	return c.status(nfs3.ProcSetattr, cr, a)
 }
 
 func statxOf(t *testing.T, path string) unix.Statx_t {
@@ -97,7 +97,7 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 	l := fhArg(fh)
 	l.Opaque(rootFH)
 	l.Opaque([]byte("g"))
-	if st := c.status(nfsLink, asRoot, l); st != nfs3.OK {
+	if st := c.status(nfs3.ProcLink, asRoot, l); st != nfs3.OK {
 		t.Fatalf("LINK: %d", st)
 	}
 	_, d := c.getattr(asRoot, fh)
@@ -171,12 +171,12 @@ func TestLookupDots(t *testing.T) {
 		{"e/..", e, "..", d, filepath.Join(root, "d")},
 		{"e/.", e, ".", e, filepath.Join(root, "d", "e")},
 	} {
-		r := c.nfs(nfsLookup, asUser(1000), dirop(tc.dir, tc.name))
+		r := c.nfs(nfs3.ProcLookup, asUser(1000), dirop(tc.dir, tc.name))
 		if st := getStatus(r); st != nfs3.OK {
 			t.Errorf("LOOKUP %s: %d", tc.what, st)
 			continue
 		}
-		fh := r.Opaque(maxFH)
+		fh := r.Opaque(nfs3.FHSize)
 		obj := readPostOpAttr(r)
 		if !bytes.Equal(fh, tc.want) || obj == nil || obj.fileid != statxOf(t, tc.wantInode).Ino {
 			t.Errorf("LOOKUP %s: handle %x attrs %+v, want %x (inode of %s)", tc.what, fh, obj, tc.want, tc.wantInode)
@@ -253,7 +253,7 @@ func TestDeepPath(t *testing.T) {
 		t.Fatalf("GETATTR of the deepest directory after a restart: %d", st)
 	}
 	// REMOVE and RMDIR at depth.
-	if st := c2.status(nfsRemove, asRoot, dirop(dir, "file")); st != nfs3.OK {
+	if st := c2.status(nfs3.ProcRemove, asRoot, dirop(dir, "file")); st != nfs3.OK {
 		t.Fatalf("REMOVE at depth: %d", st)
 	}
 	if st, _ := c2.getattr(asRoot, fh); st != nfs3.ErrStale {
@@ -344,7 +344,7 @@ func TestFileCacheLetsGo(t *testing.T) {
 	keep, _ := os.Open(filepath.Join(root, "removed")) // to see the inode go
 	var before unix.Stat_t
 	unix.Fstat(int(keep.Fd()), &before)
-	if st := c.status(nfsRemove, asRoot, dirop(rootFH, "removed")); st != nfs3.OK {
+	if st := c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "removed")); st != nfs3.OK {
 		t.Fatalf("REMOVE: %d", st)
 	}
 	keep.Close()
@@ -360,7 +360,7 @@ func TestFileCacheLetsGo(t *testing.T) {
 	r := dirop(rootFH, "new")
 	r.Opaque(rootFH)
 	r.Opaque([]byte("target"))
-	if st := c.status(nfsRename, asRoot, r); st != nfs3.OK {
+	if st := c.status(nfs3.ProcRename, asRoot, r); st != nfs3.OK {
 		t.Fatalf("RENAME: %d", st)
 	}
 	if n := countOpen(t, tst.Ino); n != 0 {
@@ -424,7 +424,7 @@ func TestReaddirCookiesAreOffsets(t *testing.T) {
 	a.Fixed(verf)
 	a.Uint32(10)
 	a.Uint32(readdirHead + 8)
-	if st := c.status(nfsReaddirplus, asRoot, a); st != nfs3.ErrTooSmall {
+	if st := c.status(nfs3.ProcReaddirplus, asRoot, a); st != nfs3.ErrTooSmall {
 		t.Errorf("READDIRPLUS with room for no entry: %d, want TOOSMALL", st)
 	}
 }

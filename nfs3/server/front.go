@@ -96,7 +96,7 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 		if c.vers != nfs3.Version {
 			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.Version, nfs3.Version), nil
 		}
-		maxProc = nfsMaxProc
+		maxProc = nfs3.ProcCommit // the last
 	case nfs3.MountProgram:
 		if c.vers != nfs3.MountVersion {
 			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.MountVersion, nfs3.MountVersion), nil

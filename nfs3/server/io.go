@@ -33,13 +33,13 @@ var readBuffers = sync.Pool{New: func() any {
 func (w *worker) cachedData(c *call) ([]byte, bool) {
 	srv := w.srv
 	xid, proc, a := c.rpc.xid, c.rpc.proc, c.args
-	if proc != nfsRead && proc != nfsWrite && proc != nfsCommit || !srv.self.is(c.rpc.cred) {
+	if proc != nfs3.ProcRead && proc != nfs3.ProcWrite && proc != nfs3.ProcCommit || !srv.self.is(c.rpc.cred) {
 		return nil, false
 	}
 	switch {
-	case proc == nfsWrite && w.readOnly():
-		return nfsErrorReply(xid, nfsWrite, nfs3.ErrROFS), true
-	case proc == nfsCommit && w.readOnly():
+	case proc == nfs3.ProcWrite && w.readOnly():
+		return nfsErrorReply(xid, nfs3.ProcWrite, nfs3.ErrROFS), true
+	case proc == nfs3.ProcCommit && w.readOnly():
 		return nil, false
 	}
 	f := srv.files.acquire(a.fh)
@@ -54,13 +54,13 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 			mode = unix.O_RDONLY
 		}
 		fd, err := w.openRegular(n, mode)
-		if err != nil && proc == nfsRead && mode == unix.O_RDWR {
+		if err != nil && proc == nfs3.ProcRead && mode == unix.O_RDWR {
 			// Not writable even for the server (a read-only
 			// filesystem, an immutable file): read without caching.
 			return w.read(xid, n, a), true
 		}
 		if err != nil {
-			if proc == nfsRead {
+			if proc == nfs3.ProcRead {
 				return attrErrorReply(xid, statusOf(err), &n.st), true
 			}
 			return wccErrorReply(xid, statusOf(err), &n.st, &n.st), true
@@ -74,9 +74,9 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 		return nfsErrorReply(xid, proc, nfs3.ErrStale), true
 	}
 	switch proc {
-	case nfsRead:
+	case nfs3.ProcRead:
 		return w.readFD(xid, f.fd, a), true
-	case nfsWrite:
+	case nfs3.ProcWrite:
 		reply, _ := w.writeFD(xid, f.fd, &st, a)
 		return reply, true
 	}

@@ -24,42 +24,42 @@ func (w *worker) answer(c *call) []byte {
 	}
 	defer n.close()
 	switch proc {
-	case nfsGetattr:
+	case nfs3.ProcGetattr:
 		out := successHeader(xid)
 		putStatus(out, nfs3.OK)
 		putFattr(out, &n.st)
 		return out.Buf
-	case nfsSetattr:
+	case nfs3.ProcSetattr:
 		return w.setattr(xid, n, a)
-	case nfsLookup:
+	case nfs3.ProcLookup:
 		return w.lookup(xid, n, a.name)
-	case nfsAccess:
+	case nfs3.ProcAccess:
 		return w.access(xid, n, a.mask)
-	case nfsReadlink:
+	case nfs3.ProcReadlink:
 		return w.readlink(xid, n)
-	case nfsRead:
+	case nfs3.ProcRead:
 		return w.read(xid, n, a)
-	case nfsWrite:
+	case nfs3.ProcWrite:
 		return w.write(xid, n, a)
-	case nfsCreate:
+	case nfs3.ProcCreate:
 		return w.create(xid, n, a)
-	case nfsMkdir, nfsSymlink, nfsMknod:
+	case nfs3.ProcMkdir, nfs3.ProcSymlink, nfs3.ProcMknod:
 		return w.makeNode(xid, proc, n, a)
-	case nfsRemove, nfsRmdir:
+	case nfs3.ProcRemove, nfs3.ProcRmdir:
 		return w.remove(xid, proc, n, a.name)
-	case nfsRename:
+	case nfs3.ProcRename:
 		return w.rename(xid, n, a)
-	case nfsLink:
+	case nfs3.ProcLink:
 		return w.link(xid, n, a)
-	case nfsReaddir, nfsReaddirplus:
+	case nfs3.ProcReaddir, nfs3.ProcReaddirplus:
 		return w.readdir(xid, proc, n, a)
-	case nfsFsstat:
+	case nfs3.ProcFsstat:
 		return w.fsstat(xid, n)
-	case nfsFsinfo:
+	case nfs3.ProcFsinfo:
 		return w.fsinfo(xid, n)
-	case nfsPathconf:
+	case nfs3.ProcPathconf:
 		return w.pathconf(xid, n)
-	case nfsCommit:
+	case nfs3.ProcCommit:
 		return w.commit(xid, n)
 	}
 	return acceptedReply(xid, sunrpc.ProcUnavail)
@@ -76,16 +76,6 @@ func (w *worker) readOnly() bool { return w.srv.opts.ReadOnly }
 // export's squashing).
 func (w *worker) callerIsRoot() bool { return w.cur.rpc.cred.uid == 0 }
 
-// ACCESS3 bits.
-const (
-	accessRead    = 0x01
-	accessLookup  = 0x02
-	accessModify  = 0x04
-	accessExtend  = 0x08
-	accessDelete  = 0x10
-	accessExecute = 0x20
-)
-
 // access asks the kernel, as the caller, which of the requested ACCESS3 bits
 // it grants: faccessat2 with AT_EACCESS checks the thread's filesystem
 // credentials, so it sees what the caller's real operations would see
@@ -101,19 +91,19 @@ func (w *worker) access(xid uint32, n *node, mask uint32) []byte {
 				granted |= mask & bits
 			}
 		}
-		check(accessRead, unix.R_OK)
+		check(nfs3.AccessRead, unix.R_OK)
 		if n.isDir() {
 			// Changing entries needs search permission as well as write.
-			check(accessLookup|accessExecute, unix.X_OK)
-			check(accessModify|accessExtend|accessDelete, unix.W_OK|unix.X_OK)
+			check(nfs3.AccessLookup|nfs3.AccessExecute, unix.X_OK)
+			check(nfs3.AccessModify|nfs3.AccessExtend|nfs3.AccessDelete, unix.W_OK|unix.X_OK)
 		} else {
-			check(accessExecute, unix.X_OK)
-			check(accessModify|accessExtend|accessDelete, unix.W_OK)
+			check(nfs3.AccessExecute, unix.X_OK)
+			check(nfs3.AccessModify|nfs3.AccessExtend|nfs3.AccessDelete, unix.W_OK)
 		}
 		return nil
 	})
 	if w.readOnly() {
-		granted &^= accessModify | accessExtend | accessDelete
+		granted &^= nfs3.AccessModify | nfs3.AccessExtend | nfs3.AccessDelete
 	}
 	out := successHeader(xid)
 	putStatus(out, statusOf(err))
@@ -292,7 +282,7 @@ func (w *worker) openRegular(n *node, flags int) (int, error) {
 
 func (w *worker) ownerOverride(n *node, flags int) bool {
 	switch w.cur.rpc.proc {
-	case nfsRead, nfsWrite, nfsCommit, nfsSetattr, nfsCreate: // CREATE: a size in its sattr3
+	case nfs3.ProcRead, nfs3.ProcWrite, nfs3.ProcCommit, nfs3.ProcSetattr, nfs3.ProcCreate: // CREATE: a size in its sattr3
 	default:
 		return false
 	}
@@ -358,14 +348,6 @@ func (w *worker) fsstat(xid uint32, n *node) []byte {
 	return out.Buf
 }
 
-// FSINFO3 properties.
-const (
-	fsfLink        = 0x01
-	fsfSymlink     = 0x02
-	fsfHomogeneous = 0x08
-	fsfCanSetTime  = 0x10
-)
-
 func (w *worker) fsinfo(xid uint32, n *node) []byte {
 	out := successHeader(xid)
 	putStatus(out, nfs3.OK)
@@ -380,7 +362,7 @@ func (w *worker) fsinfo(xid uint32, n *node) []byte {
 	out.Uint64(math.MaxInt64)
 	out.Uint32(0) // time_delta: 1 ns
 	out.Uint32(1)
-	out.Uint32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)
+	out.Uint32(nfs3.FSFLink | nfs3.FSFSymlink | nfs3.FSFHomogeneous | nfs3.FSFCanSetTime)
 	return out.Buf
 }
 

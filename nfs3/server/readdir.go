@@ -20,7 +20,7 @@ import (
 const readdirHead = 4 + 4 + fattrSize + 8 + 4 + 4
 
 func (w *worker) readdir(xid, proc uint32, dir *node, a *nfsArgs) []byte {
-	plus := proc == nfsReaddirplus
+	plus := proc == nfs3.ProcReaddirplus
 	if !dir.isDir() {
 		return attrErrorReply(xid, nfs3.ErrNotDir, &dir.st)
 	}

@@ -48,7 +48,7 @@ func TestExportDefaults(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "planted")); err == nil {
 		t.Fatal("a call from an unreserved port created a file")
 	}
-	if rep := insecure.call(nfs3.Program, nfs3.Version, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
+	if rep := insecure.call(nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 		t.Errorf("NULL from an unreserved port: %+v", rep)
 	}
 
@@ -58,9 +58,9 @@ func TestExportDefaults(t *testing.T) {
 	if st, data, _ := c.read(asRoot, secretFH, 0, 100); st != nfs3.ErrAcces {
 		t.Errorf("READ of a 0600 root file as uid 0: %d %q, want ACCES", st, data)
 	}
-	if st, _ := c.access(asRoot, secretFH, accessRead|accessModify); st != nfs3.OK {
+	if st, _ := c.access(asRoot, secretFH, nfs3.AccessRead|nfs3.AccessModify); st != nfs3.OK {
 		t.Errorf("ACCESS: %d", st)
-	} else if _, got := c.access(asRoot, secretFH, accessRead|accessModify); got != 0 {
+	} else if _, got := c.access(asRoot, secretFH, nfs3.AccessRead|nfs3.AccessModify); got != 0 {
 		t.Errorf("ACCESS of a 0600 root file as uid 0: %#x, want none", got)
 	}
 	g0 := c.mustLookup(rootFH, "group0")
@@ -145,7 +145,7 @@ func TestExportClients(t *testing.T) {
 	}
 	srv2, addr2 := startServer(t, Options{Root: root})
 	rootFH := dialReserved(t, addr2).root()
-	rep := c.call(nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf)
 	if rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, sunrpc.AuthTooWeak}) {
 		t.Errorf("GETATTR from 127.0.0.1, not a client: %+v, want AUTH_ERROR AUTH_TOOWEAK", rep)
 	}
@@ -243,7 +243,7 @@ func TestConnectionLimit(t *testing.T) {
 	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted, MaxConns: 2})
 	null := func(c *testClient) bool {
 		c.conn.SetDeadline(time.Now().Add(5 * time.Second))
-		c.sendRecord(encodeCall(1, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil))
+		c.sendRecord(encodeCall(1, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil))
 		_, err := c.readReply()
 		return err == nil
 	}
@@ -287,7 +287,7 @@ func TestIdleTimeout(t *testing.T) {
 	busy := dialServer(t, addr)
 	rootFH := busy.root()
 	start := time.Now()
-	busy.sendRecord(encodeCall(0x5105, nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	busy.sendRecord(encodeCall(0x5105, nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf))
 	busy.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if rep, err := busy.readReply(); err != nil || rep.xid != 0x5105 {
 		t.Fatalf("a slow call's reply after %v: %+v %v", time.Since(start), rep, err)

@@ -30,7 +30,7 @@ func TestMountExportNull(t *testing.T) {
 	c := dialServer(t, addr)
 
 	st, rootFH := c.mount("/")
-	if st != 0 || len(rootFH) == 0 || len(rootFH) > maxFH || len(rootFH)%4 != 0 {
+	if st != 0 || len(rootFH) == 0 || len(rootFH) > nfs3.FHSize || len(rootFH)%4 != 0 {
 		t.Fatalf("MNT /: status %d, handle %x", st, rootFH)
 	}
 	// Like mountd, any spelling of the root is the root, and a directory
@@ -168,7 +168,7 @@ func TestReaddir(t *testing.T) {
 		a.Uint64(cookie)
 		a.Buf = append(a.Buf, verf...)
 		a.Uint32(1024)
-		r := c.nfs(nfsReaddir, asRoot, a)
+		r := c.nfs(nfs3.ProcReaddir, asRoot, a)
 		if st := getStatus(r); st != nfs3.OK {
 			t.Fatalf("READDIR: %d", st)
 		}
@@ -277,7 +277,7 @@ func TestStaleHandles(t *testing.T) {
 		"random":       random,
 		"bad version":  badVersion,
 		"extra bytes":  padded,
-		"all ones":     bytes.Repeat([]byte{0xff}, maxFH),
+		"all ones":     bytes.Repeat([]byte{0xff}, nfs3.FHSize),
 		"short":        rootFH[:6],
 		"other export": outFH,
 	}
@@ -293,7 +293,7 @@ func TestStaleHandles(t *testing.T) {
 		}
 	}
 	// A handle longer than NFS3_FHSIZE does not even decode.
-	rep := c.call(nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(make([]byte, nfs3.FHSize+4)).Buf)
 	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 		t.Errorf("GETATTR with a 68-byte handle: %+v, want GARBAGE_ARGS", rep)
 	}
@@ -313,8 +313,8 @@ func TestAccessAndCredentials(t *testing.T) {
 	rootFH := c.root()
 	_, fh := c.lookup(asRoot, rootFH, "secret")
 
-	const all = accessRead | accessLookup | accessModify | accessExtend | accessDelete | accessExecute
-	const rw = accessRead | accessModify | accessExtend | accessDelete
+	const all = nfs3.AccessRead | nfs3.AccessLookup | nfs3.AccessModify | nfs3.AccessExtend | nfs3.AccessDelete | nfs3.AccessExecute
+	const rw = nfs3.AccessRead | nfs3.AccessModify | nfs3.AccessExtend | nfs3.AccessDelete
 	for _, tc := range []struct {
 		who  *sysCred
 		want uint32
@@ -331,7 +331,7 @@ func TestAccessAndCredentials(t *testing.T) {
 	if st, got := c.access(asUser(2000), rootFH, all); st != nfs3.OK || got != all {
 		t.Errorf("ACCESS of the 0777 root as 2000: %d %#x", st, got)
 	}
-	if st, got := c.access(asUser(1000), fh, accessRead); st != nfs3.OK || got != accessRead {
+	if st, got := c.access(asUser(1000), fh, nfs3.AccessRead); st != nfs3.OK || got != nfs3.AccessRead {
 		t.Errorf("ACCESS READ only: %d %#x", st, got)
 	}
 
@@ -397,7 +397,7 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	arrived := 0
 	all := make(chan struct{})
 	srv.testHook = func(_ *worker, c *call) {
-		if c.rpc.proc != nfsGetattr {
+		if c.rpc.proc != nfs3.ProcGetattr {
 			return
 		}
 		mu.Lock()
@@ -415,7 +415,7 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	rootFH := c.root()
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		c.send(nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf)
+		c.send(nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf)
 	}
 	for i := 0; i < n; i++ {
 		rep, err := c.readReply()
@@ -449,7 +449,7 @@ func TestPanicInCall(t *testing.T) {
 	}
 	c := dialServer(t, serveOn(t, srv))
 	rootFH := c.root()
-	c.sendRecord(encodeCall(doomed, nfs3.Program, nfs3.Version, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	c.sendRecord(encodeCall(doomed, nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf))
 	if rep, err := c.readReply(); err != nil || rep.xid != doomed || rep.stat != uint32(sunrpc.SystemErr) {
 		t.Fatalf("reply to the panicking call: %+v %v", rep, err)
 	}
@@ -470,7 +470,7 @@ func TestGarbageInput(t *testing.T) {
 		putMark(b, int(n))
 		return append(b, body...)
 	}
-	call := encodeCall(1, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil)
+	call := encodeCall(1, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil)
 	cases := map[string][]byte{
 		"random bytes":       random,
 		"huge record":        withMark(1<<31-1, []byte("abcd")),
@@ -498,7 +498,7 @@ func TestGarbageInput(t *testing.T) {
 			}
 			// The server survives: a fresh connection works.
 			c2 := dialServer(t, addr)
-			if rep := c2.call(nfs3.Program, nfs3.Version, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
+			if rep := c2.call(nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 				t.Fatalf("NULL after garbage: %+v", rep)
 			}
 		})
@@ -513,12 +513,12 @@ func TestGarbageInput(t *testing.T) {
 		proc uint32
 		args []byte
 	}{
-		{nfsGetattr, []byte{0, 0, 0, 8, 1, 2}},
-		{nfsLookup, truncated},
-		{nfsRead, truncated},
-		{nfsWrite, append(append([]byte{}, truncated...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff)},
-		{nfsCreate, append(dirop(rootFH, "x").Buf, 0, 0, 0, 9)},
-		{nfsMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
+		{nfs3.ProcGetattr, []byte{0, 0, 0, 8, 1, 2}},
+		{nfs3.ProcLookup, truncated},
+		{nfs3.ProcRead, truncated},
+		{nfs3.ProcWrite, append(append([]byte{}, truncated...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff)},
+		{nfs3.ProcCreate, append(dirop(rootFH, "x").Buf, 0, 0, 0, 9)},
+		{nfs3.ProcMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
 	} {
 		rep := c.call(nfs3.Program, nfs3.Version, tc.proc, asRoot, tc.args)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
@@ -534,7 +534,7 @@ func TestRPCRefusals(t *testing.T) {
 	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	c := dialServer(t, addr)
 
-	msg := encodeCall(7, nfs3.Program, nfs3.Version, nfsNull, asRoot, nil)
+	msg := encodeCall(7, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil)
 	msg[11] = 3 // rpcvers
 	c.sendRecord(msg)
 	rep, err := c.readReply()
@@ -576,7 +576,7 @@ func TestRPCRefusals(t *testing.T) {
 		w.Uint32(sunrpc.RPCVersion)
 		w.Uint32(nfs3.Program)
 		w.Uint32(nfs3.Version)
-		w.Uint32(nfsNull)
+		w.Uint32(nfs3.ProcNull)
 		w.Uint32(flavor)
 		w.Opaque(body)
 		w.Uint32(uint32(sunrpc.AuthNone))
@@ -693,10 +693,10 @@ func TestErrorStatuses(t *testing.T) {
 	check("LOOKUP 256-byte name", st, nfs3.ErrNameTooLong)
 	st, _ = c.lookup(asRoot, fileFH, "x")
 	check("LOOKUP in a file", st, nfs3.ErrNotDir)
-	check("RMDIR non-empty", c.status(nfsRmdir, asRoot, dirop(rootFH, "full")), nfs3.ErrNotEmpty)
-	check("RMDIR a file", c.status(nfsRmdir, asRoot, dirop(rootFH, "file")), nfs3.ErrNotDir)
-	check("REMOVE a directory", c.status(nfsRemove, asRoot, dirop(rootFH, "full")), nfs3.ErrIsDir)
-	check("REMOVE missing", c.status(nfsRemove, asRoot, dirop(rootFH, "missing")), nfs3.ErrNoEnt)
+	check("RMDIR non-empty", c.status(nfs3.ProcRmdir, asRoot, dirop(rootFH, "full")), nfs3.ErrNotEmpty)
+	check("RMDIR a file", c.status(nfs3.ProcRmdir, asRoot, dirop(rootFH, "file")), nfs3.ErrNotDir)
+	check("REMOVE a directory", c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "full")), nfs3.ErrIsDir)
+	check("REMOVE missing", c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "missing")), nfs3.ErrNoEnt)
 	st, _ = c.mkdir(asRoot, rootFH, "file", 0o755)
 	check("MKDIR over a file", st, nfs3.ErrExist)
 	st, _ = c.mkdir(asUser(2000), c.mustLookup(rootFH, "full"), "x", 0o755)
@@ -705,7 +705,7 @@ func TestErrorStatuses(t *testing.T) {
 		a := dirop(rootFH, from)
 		a.Opaque(rootFH)
 		a.Opaque([]byte(to))
-		return c.status(nfsRename, asRoot, a)
+		return c.status(nfs3.ProcRename, asRoot, a)
 	}
 	os.Mkdir(filepath.Join(root, "empty"), 0o755)
 	check("RENAME onto a non-empty directory", rename("empty", "full"), nfs3.ErrNotEmpty)
@@ -752,7 +752,7 @@ func TestSetattr(t *testing.T) {
 		} else {
 			a.Uint32(0)
 		}
-		return c.status(nfsSetattr, cr, a)
+		return c.status(nfs3.ProcSetattr, cr, a)
 	}
 	sattr := func(mode, size int64, atimeHow, mtimeHow uint32, t [2]uint32) func(*xdr.Encoder) {
 		return func(a *xdr.Encoder) {
@@ -834,7 +834,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	a := fhArg(fh)
 	a.Opaque(rootFH)
 	a.Opaque([]byte("g"))
-	if st := c.status(nfsLink, asRoot, a); st != nfs3.OK {
+	if st := c.status(nfs3.ProcLink, asRoot, a); st != nfs3.OK {
 		t.Fatalf("LINK: %d", st)
 	}
 	if fi, err := os.Stat(filepath.Join(root, "g")); err != nil || fi.Sys().(*syscall.Stat_t).Nlink != 2 {
@@ -848,11 +848,11 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	m := dirop(rootFH, "fifo")
 	m.Uint32(typeFifo)
 	writeSattr(m, 0o640)
-	r := c.nfs(nfsMknod, asUser(1000), m)
+	r := c.nfs(nfs3.ProcMknod, asUser(1000), m)
 	if st := getStatus(r); st != nfs3.OK || r.Uint32() != 1 {
 		t.Fatalf("MKNOD fifo: %d", st)
 	}
-	fifoFH := r.Opaque(maxFH)
+	fifoFH := r.Opaque(nfs3.FHSize)
 	if fi, err := os.Lstat(filepath.Join(root, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("MKNOD made %v, %v", fi.Mode(), err)
 	}
@@ -864,10 +864,10 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	writeSattr(m, 0o600)
 	m.Uint32(1)
 	m.Uint32(3)
-	if st := c.status(nfsMknod, asUser(1000), m); st != nfs3.ErrPerm {
+	if st := c.status(nfs3.ProcMknod, asUser(1000), m); st != nfs3.ErrPerm {
 		t.Errorf("MKNOD of a device as a user: %d, want PERM", st)
 	}
-	if st := c.status(nfsMknod, asRoot, m); st != nfs3.OK {
+	if st := c.status(nfs3.ProcMknod, asRoot, m); st != nfs3.OK {
 		t.Errorf("MKNOD of a device as root: %d", st)
 	}
 	if fi, err := os.Lstat(filepath.Join(root, "chr")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
@@ -878,7 +878,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	s := dirop(rootFH, "esc")
 	writeSattr(s, -1)
 	s.Opaque([]byte("/etc"))
-	if st := c.status(nfsSymlink, asRoot, s); st != nfs3.OK {
+	if st := c.status(nfs3.ProcSymlink, asRoot, s); st != nfs3.OK {
 		t.Fatalf("SYMLINK: %d", st)
 	}
 	escFH := c.mustLookup(rootFH, "esc")
@@ -887,7 +887,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	s = dirop(rootFH, "long")
 	writeSattr(s, 0o777)
 	s.Opaque([]byte(long))
-	if st := c.status(nfsSymlink, asUser(1000), s); st != nfs3.OK {
+	if st := c.status(nfs3.ProcSymlink, asUser(1000), s); st != nfs3.OK {
 		t.Fatalf("SYMLINK with a %d-byte target: %d", len(long), st)
 	}
 	if got, err := os.Readlink(filepath.Join(root, "long")); err != nil || got != long {
@@ -896,7 +896,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	if uid, _ := ownerOf(t, filepath.Join(root, "long")); uid != 1000 {
 		t.Errorf("symlink made as 1000 owned by %d", uid)
 	}
-	r = c.nfs(nfsReadlink, asRoot, fhArg(escFH))
+	r = c.nfs(nfs3.ProcReadlink, asRoot, fhArg(escFH))
 	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("READLINK: %d", st)
 	}
@@ -927,7 +927,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	subFH := c.mustLookup(rootFH, "sub")
 	d.Opaque(subFH)
 	d.Opaque([]byte("moved"))
-	if st := c.status(nfsRename, asRoot, d); st != nfs3.OK {
+	if st := c.status(nfs3.ProcRename, asRoot, d); st != nfs3.OK {
 		t.Fatalf("RENAME: %d", st)
 	}
 	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
@@ -951,10 +951,10 @@ func TestReadOnlyServer(t *testing.T) {
 	if st, _ := c.create(asRoot, rootFH, "new", 0, 0o644); st != nfs3.ErrROFS {
 		t.Errorf("CREATE: %d, want ROFS", st)
 	}
-	if st := c.status(nfsRemove, asRoot, dirop(rootFH, "f")); st != nfs3.ErrROFS {
+	if st := c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "f")); st != nfs3.ErrROFS {
 		t.Errorf("REMOVE: %d, want ROFS", st)
 	}
-	if st, got := c.access(asRoot, fh, 0x3f); st != nfs3.OK || got != accessRead {
+	if st, got := c.access(asRoot, fh, 0x3f); st != nfs3.OK || got != nfs3.AccessRead {
 		t.Errorf("ACCESS: %d %#x, want READ only", st, got)
 	}
 	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
@@ -967,7 +967,7 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 	c := dialServer(t, addr)
 	rootFH := c.root()
 
-	r := c.nfs(nfsFsinfo, asRoot, fhArg(rootFH))
+	r := c.nfs(nfs3.ProcFsinfo, asRoot, fhArg(rootFH))
 	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("FSINFO: %d", st)
 	}
@@ -982,7 +982,7 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 		t.Errorf("FSINFO rtmax %d wtmax %d", rtmax, wtmax)
 	}
 
-	r = c.nfs(nfsFsstat, asRoot, fhArg(rootFH))
+	r = c.nfs(nfs3.ProcFsstat, asRoot, fhArg(rootFH))
 	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("FSSTAT: %d", st)
 	}
@@ -991,7 +991,7 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 		t.Errorf("FSSTAT sizes %d %d", tbytes, fbytes)
 	}
 
-	r = c.nfs(nfsPathconf, asRoot, fhArg(rootFH))
+	r = c.nfs(nfs3.ProcPathconf, asRoot, fhArg(rootFH))
 	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("PATHCONF: %d", st)
 	}

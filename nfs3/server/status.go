@@ -77,11 +77,11 @@ func statusOf(err error) nfs3.Status {
 // resfailWords is, per NFS procedure, how many XDR words follow the status
 // in its failure result when every optional attribute is absent: one per
 // post_op_attr, two per wcc_data.
-var resfailWords = [nfsMaxProc + 1]int{
-	nfsSetattr: 2, nfsLookup: 1, nfsAccess: 1, nfsReadlink: 1, nfsRead: 1,
-	nfsWrite: 2, nfsCreate: 2, nfsMkdir: 2, nfsSymlink: 2, nfsMknod: 2,
-	nfsRemove: 2, nfsRmdir: 2, nfsRename: 4, nfsLink: 3, nfsReaddir: 1,
-	nfsReaddirplus: 1, nfsFsstat: 1, nfsFsinfo: 1, nfsPathconf: 1, nfsCommit: 2,
+var resfailWords = [nfs3.ProcCommit + 1]int{
+	nfs3.ProcSetattr: 2, nfs3.ProcLookup: 1, nfs3.ProcAccess: 1, nfs3.ProcReadlink: 1, nfs3.ProcRead: 1,
+	nfs3.ProcWrite: 2, nfs3.ProcCreate: 2, nfs3.ProcMkdir: 2, nfs3.ProcSymlink: 2, nfs3.ProcMknod: 2,
+	nfs3.ProcRemove: 2, nfs3.ProcRmdir: 2, nfs3.ProcRename: 4, nfs3.ProcLink: 3, nfs3.ProcReaddir: 1,
+	nfs3.ProcReaddirplus: 1, nfs3.ProcFsstat: 1, nfs3.ProcFsinfo: 1, nfs3.ProcPathconf: 1, nfs3.ProcCommit: 2,
 }
 
 // putStatus encodes an nfsstat3.
