@@ -18,35 +18,12 @@ const (
 	maxDirReply = 1 << 20
 )
 
-// stable_how, createmode3 and ftype3 values.
-const (
-	unstable = 0
-	dataSync = 1
-	fileSync = 2
-
-	createUnchecked = 0
-	createGuarded   = 1
-	createExclusive = 2
-
-	typeReg  = 1
-	typeDir  = 2
-	typeBlk  = 3
-	typeChr  = 4
-	typeLnk  = 5
-	typeSock = 6
-	typeFifo = 7
-
-	timeDontChange = 0
-	timeServer     = 1
-	timeClient     = 2
-)
-
 // sattr is a decoded sattr3.
 type sattr struct {
 	setMode, setUID, setGID, setSize bool
 	mode, uid, gid                   uint32
 	size                             uint64
-	atimeHow, mtimeHow               uint32
+	atimeHow, mtimeHow               nfs3.SetTime
 	atime, mtime                     [2]uint32 // seconds, nanoseconds
 }
 
@@ -58,21 +35,21 @@ type nfsArgs struct {
 	name2    string // RENAME target name
 	hasSattr bool
 	sattr    sattr
-	guard    bool      // SETATTR: check ctime first
-	guardTim [2]uint32 // SETATTR guard ctime
-	mask     uint32    // ACCESS
-	stable   uint32    // WRITE
-	offset   uint64    // READ, WRITE
-	count    uint32    // READ, WRITE; READDIR count, READDIRPLUS maxcount
-	dircount uint32    // READDIRPLUS
-	cookie   uint64    // READDIR, READDIRPLUS
-	verf     [8]byte   // READDIR, READDIRPLUS cookie verifier
-	data     []byte    // WRITE; aliases the message
-	how      uint32    // CREATE mode
-	ftype    uint32    // MKNOD
-	spec     [2]uint32 // MKNOD device numbers
-	target   string    // SYMLINK
-	dirpath  string    // MOUNT MNT
+	guard    bool            // SETATTR: check ctime first
+	guardTim [2]uint32       // SETATTR guard ctime
+	mask     uint32          // ACCESS
+	stable   nfs3.StableHow  // WRITE
+	offset   uint64          // READ, WRITE
+	count    uint32          // READ, WRITE; READDIR count, READDIRPLUS maxcount
+	dircount uint32          // READDIRPLUS
+	cookie   uint64          // READDIR, READDIRPLUS
+	verf     [8]byte         // READDIR, READDIRPLUS cookie verifier
+	data     []byte          // WRITE; aliases the message
+	how      nfs3.CreateMode // CREATE mode
+	ftype    nfs3.FileType   // MKNOD
+	spec     [2]uint32       // MKNOD device numbers
+	target   string          // SYMLINK
+	dirpath  string          // MOUNT MNT
 }
 
 // decodeArgs decodes the arguments of an NFS or MOUNT call. Every item must
@@ -115,20 +92,20 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	case nfs3.ProcWrite:
 		a.offset = r.Uint64()
 		a.count = r.Uint32()
-		a.stable = r.Uint32()
+		a.stable = nfs3.StableHow(r.Uint32())
 		a.data = r.Opaque(rest())
-		if a.stable > fileSync {
+		if a.stable > nfs3.FileSync {
 			return a, false
 		}
 		a.count = min(a.count, uint32(len(a.data)))
 	case nfs3.ProcCreate:
 		a.name = name()
-		a.how = r.Uint32()
+		a.how = nfs3.CreateMode(r.Uint32())
 		switch {
-		case a.how < createExclusive:
+		case a.how < nfs3.Exclusive:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
-		case a.how == createExclusive:
+		case a.how == nfs3.Exclusive:
 			r.Fixed(8)
 		default:
 			return a, false
@@ -144,16 +121,16 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		a.target = string(r.Opaque(rest()))
 	case nfs3.ProcMknod:
 		a.name = name()
-		a.ftype = r.Uint32()
+		a.ftype = nfs3.FileType(r.Uint32())
 		switch a.ftype {
-		case typeChr, typeBlk:
+		case nfs3.TypeChr, nfs3.TypeBlk:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
 			a.spec = [2]uint32{r.Uint32(), r.Uint32()}
-		case typeSock, typeFifo:
+		case nfs3.TypeSock, nfs3.TypeFifo:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
-		case typeReg, typeDir, typeLnk:
+		case nfs3.TypeReg, nfs3.TypeDir, nfs3.TypeLnk:
 		default:
 			return a, false
 		}
@@ -192,13 +169,13 @@ func decodeSattr(r *xdr.Decoder) sattr {
 	if s.setSize = r.Uint32() != 0; s.setSize {
 		s.size = r.Uint64()
 	}
-	if s.atimeHow = r.Uint32(); s.atimeHow == timeClient {
+	if s.atimeHow = nfs3.SetTime(r.Uint32()); s.atimeHow == nfs3.ClientTime {
 		s.atime = [2]uint32{r.Uint32(), r.Uint32()}
 	}
-	if s.mtimeHow = r.Uint32(); s.mtimeHow == timeClient {
+	if s.mtimeHow = nfs3.SetTime(r.Uint32()); s.mtimeHow == nfs3.ClientTime {
 		s.mtime = [2]uint32{r.Uint32(), r.Uint32()}
 	}
-	if s.atimeHow > timeClient || s.mtimeHow > timeClient {
+	if s.atimeHow > nfs3.ClientTime || s.mtimeHow > nfs3.ClientTime {
 		r.Fail(xdr.ErrShort)
 	}
 	return s

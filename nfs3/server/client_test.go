@@ -221,14 +221,15 @@ func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdr.Encoder) *xdr.Decod
 func args() *xdr.Encoder { return &xdr.Encoder{} }
 
 type fattr struct {
-	typ, mode, nlink, uid, gid uint32
-	size, fileid               uint64
-	atime, mtime, ctime        [2]uint32
+	typ                   nfs3.FileType
+	mode, nlink, uid, gid uint32
+	size, fileid          uint64
+	atime, mtime, ctime   [2]uint32
 }
 
 func readFattr(r *xdr.Decoder) fattr {
 	var a fattr
-	a.typ = r.Uint32()
+	a.typ = nfs3.FileType(r.Uint32())
 	a.mode = r.Uint32()
 	a.nlink = r.Uint32()
 	a.uid = r.Uint32()
@@ -327,11 +328,11 @@ func writeSattr(a *xdr.Encoder, mode int64) {
 	a.Uint32(0) // mtime
 }
 
-func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mode int64) (nfs3.Status, []byte) {
+func (c *testClient) create(cr *sysCred, dir []byte, name string, how nfs3.CreateMode, mode int64) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
-	a.Uint32(how)
-	if how == createExclusive {
+	a.Uint32(uint32(how))
+	if how == nfs3.Exclusive {
 		a.Uint64(42)
 	} else {
 		writeSattr(a, mode)
@@ -359,25 +360,26 @@ func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (nf
 }
 
 type writeRes struct {
-	status           nfs3.Status
-	count, committed uint32
-	verf             []byte
+	status    nfs3.Status
+	count     uint32
+	committed nfs3.StableHow
+	verf      []byte
 }
 
-func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stable uint32) writeRes {
+func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stable nfs3.StableHow) writeRes {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint64(off)
 	a.Uint32(uint32(len(data)))
-	a.Uint32(stable)
+	a.Uint32(uint32(stable))
 	a.Opaque(data)
 	r := c.nfs(nfs3.ProcWrite, cr, a)
 	res := writeRes{status: getStatus(r)}
 	skipWcc(r)
 	if res.status == nfs3.OK {
 		res.count = r.Uint32()
-		res.committed = r.Uint32()
+		res.committed = nfs3.StableHow(r.Uint32())
 		res.verf = r.Fixed(8)
 	}
 	return res

@@ -110,7 +110,7 @@ func (w *worker) createReply(xid uint32, err error, obj *node, dir *node, pre *u
 func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 	pre := dir.st
 	switch {
-	case a.how == createExclusive:
+	case a.how == nfs3.Exclusive:
 		return wccErrorReply(xid, nfs3.ErrNotSupp, &pre, &pre)
 	case w.readOnly():
 		return wccErrorReply(xid, nfs3.ErrROFS, &pre, &pre)
@@ -124,7 +124,7 @@ func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 		// Read-only access: a new file may be opened so whatever its
 		// mode.
 		fd, err := unix.Openat(dir.fd, a.name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, mode)
-		if err == unix.EEXIST && a.how == createUnchecked {
+		if err == unix.EEXIST && a.how == nfs3.Unchecked {
 			if obj.fd, err = lookupAt(dir.fd, a.name); err != nil {
 				return err
 			}
@@ -166,13 +166,13 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 	var typ uint32
 	if proc == nfs3.ProcMknod {
 		switch a.ftype {
-		case typeChr:
+		case nfs3.TypeChr:
 			typ = unix.S_IFCHR
-		case typeBlk:
+		case nfs3.TypeBlk:
 			typ = unix.S_IFBLK
-		case typeSock:
+		case nfs3.TypeSock:
 			typ = unix.S_IFSOCK
-		case typeFifo:
+		case nfs3.TypeFifo:
 			typ = unix.S_IFIFO
 		default:
 			return wccErrorReply(xid, nfs3.ErrBadType, &pre, &pre) // MKNOD makes special files only

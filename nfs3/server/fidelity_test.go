@@ -19,20 +19,20 @@ import (
 // setuid cleared by a write.
 
 // setattrTimes sends SETATTR of atime and mtime only.
-func (c *testClient) setattrTimes(cr *sysCred, fh []byte, atimeHow uint32, atime [2]uint32, mtimeHow uint32, mtime [2]uint32) nfs3.Status {
+func (c *testClient) setattrTimes(cr *sysCred, fh []byte, atimeHow nfs3.SetTime, atime [2]uint32, mtimeHow nfs3.SetTime, mtime [2]uint32) nfs3.Status {
 	c.t.Helper()
 	a := fhArg(fh)
 	a.Uint32(0) // mode
 	a.Uint32(0) // uid
 	a.Uint32(0) // gid
 	a.Uint32(0) // size
-	a.Uint32(atimeHow)
-	if atimeHow == timeClient {
+	a.Uint32(uint32(atimeHow))
+	if atimeHow == nfs3.ClientTime {
 		a.Uint32(atime[0])
 		a.Uint32(atime[1])
 	}
-	a.Uint32(mtimeHow)
-	if mtimeHow == timeClient {
+	a.Uint32(uint32(mtimeHow))
+	if mtimeHow == nfs3.ClientTime {
 		a.Uint32(mtime[0])
 		a.Uint32(mtime[1])
 	}
@@ -50,8 +50,8 @@ func (c *testClient) setattrSize(cr *sysCred, fh []byte, size uint64) nfs3.Statu
 	a.Uint32(0) // gid
 	a.Uint32(1) // size
 	a.Uint64(size)
-	a.Uint32(timeDontChange)
-	a.Uint32(timeServer)
+	a.Uint32(uint32(nfs3.DontChange))
+	a.Uint32(uint32(nfs3.ServerTime))
 	a.Uint32(0) // no guard
 	return c.status(nfs3.ProcSetattr, cr, a)
 }
@@ -107,7 +107,7 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 
 	// SETATTR of atime alone (touch -a) keeps mtime; of mtime alone keeps
 	// atime.
-	if st := c.setattrTimes(asRoot, fh, timeClient, [2]uint32{1_300_000_000, 7}, timeDontChange, [2]uint32{}); st != nfs3.OK {
+	if st := c.setattrTimes(asRoot, fh, nfs3.ClientTime, [2]uint32{1_300_000_000, 7}, nfs3.DontChange, [2]uint32{}); st != nfs3.OK {
 		t.Fatalf("SETATTR atime: %d", st)
 	}
 	got := statxOf(t, path)
@@ -119,7 +119,7 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 	}
 	// SET_TO_SERVER_TIME is now, for both.
 	before := time.Now().Add(-time.Second).Unix()
-	if st := c.setattrTimes(asRoot, fh, timeServer, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3.OK {
+	if st := c.setattrTimes(asRoot, fh, nfs3.ServerTime, [2]uint32{}, nfs3.ServerTime, [2]uint32{}); st != nfs3.OK {
 		t.Fatalf("SETATTR to server time: %d", st)
 	}
 	got = statxOf(t, path)
@@ -128,16 +128,16 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 	}
 	// As in knfsd, "now" needs write permission, a client time ownership.
 	os.Chmod(path, 0o666)
-	if st := c.setattrTimes(asUser(2000), fh, timeServer, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3.OK {
+	if st := c.setattrTimes(asUser(2000), fh, nfs3.ServerTime, [2]uint32{}, nfs3.ServerTime, [2]uint32{}); st != nfs3.OK {
 		t.Errorf("SETATTR to server time by a writer: %d", st)
 	}
-	if st := c.setattrTimes(asUser(2000), fh, timeClient, [2]uint32{5, 0}, timeClient, [2]uint32{5, 0}); st != nfs3.ErrPerm {
+	if st := c.setattrTimes(asUser(2000), fh, nfs3.ClientTime, [2]uint32{5, 0}, nfs3.ClientTime, [2]uint32{5, 0}); st != nfs3.ErrPerm {
 		t.Errorf("SETATTR to a client time by a writer who is not the owner: %d, want PERM", st)
 	}
 	// A symlink's own times.
 	os.Symlink("f", filepath.Join(root, "s"))
 	sfh := c.mustLookup(rootFH, "s")
-	if st := c.setattrTimes(asRoot, sfh, timeClient, [2]uint32{1_100_000_000, 0}, timeClient, [2]uint32{1_100_000_000, 9}); st != nfs3.OK {
+	if st := c.setattrTimes(asRoot, sfh, nfs3.ClientTime, [2]uint32{1_100_000_000, 0}, nfs3.ClientTime, [2]uint32{1_100_000_000, 9}); st != nfs3.OK {
 		t.Fatalf("SETATTR times of a symlink: %d", st)
 	}
 	if ls := statxOf(t, filepath.Join(root, "s")); nfsTime(ls.Mtime) != [2]uint32{1_100_000_000, 9} {
@@ -205,13 +205,13 @@ func TestDeepPath(t *testing.T) {
 	if st != nfs3.OK {
 		t.Fatalf("CREATE at depth %d: %d", depth, st)
 	}
-	if w := c.write(asRoot, fh, 0, []byte("deep"), fileSync); w.status != nfs3.OK {
+	if w := c.write(asRoot, fh, 0, []byte("deep"), nfs3.FileSync); w.status != nfs3.OK {
 		t.Fatalf("WRITE: %d", w.status)
 	}
 	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "deep" {
 		t.Fatalf("READ: %d %q", st, data)
 	}
-	if st, a := c.getattr(asRoot, dir); st != nfs3.OK || a.typ != typeDir {
+	if st, a := c.getattr(asRoot, dir); st != nfs3.OK || a.typ != nfs3.TypeDir {
 		t.Fatalf("GETATTR of the deepest directory: %d", st)
 	}
 	if st, _, _, _ := c.readdirplus(asRoot, dir, 0, make([]byte, 8), 4096, 8192); st != nfs3.OK {
@@ -290,7 +290,7 @@ func TestWriteClearsSetuid(t *testing.T) {
 		if err := syscall.Chmod(path, 0o6777); err != nil {
 			t.Fatal(err)
 		}
-		if w := c.write(tc.who, fh, 0, []byte("#"), unstable); w.status != nfs3.OK {
+		if w := c.write(tc.who, fh, 0, []byte("#"), nfs3.Unstable); w.status != nfs3.OK {
 			t.Fatalf("WRITE as %+v: %d", tc.who, w.status)
 		}
 		m := mode()
@@ -330,7 +330,7 @@ func TestFileCacheLetsGo(t *testing.T) {
 	written := func(name string) []byte {
 		t.Helper()
 		_, fh := c.create(asRoot, rootFH, name, 0, 0o755)
-		if w := c.write(asRoot, fh, 0, bytes.Repeat([]byte("x"), 1<<20), unstable); w.status != nfs3.OK {
+		if w := c.write(asRoot, fh, 0, bytes.Repeat([]byte("x"), 1<<20), nfs3.Unstable); w.status != nfs3.OK {
 			t.Fatalf("WRITE %s: %d", name, w.status)
 		}
 		if n := openFDsOf(t, filepath.Join(root, name)); n != 1 {
@@ -444,7 +444,7 @@ func TestStrangerSetsMtimeToNow(t *testing.T) {
 	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	fh := c.mustLookup(c.root(), "shared")
-	if st := c.setattrTimes(asUser(2000), fh, timeDontChange, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3.OK {
+	if st := c.setattrTimes(asUser(2000), fh, nfs3.DontChange, [2]uint32{}, nfs3.ServerTime, [2]uint32{}); st != nfs3.OK {
 		t.Fatalf("SETATTR mtime=server time by a stranger who may write: status %d, want NFS3_OK", st)
 	}
 	if mt := statxOf(t, path).Mtime; mt.Sec == old.Unix() {
@@ -491,7 +491,7 @@ func TestTruncateKeepsSetuid(t *testing.T) {
 	// a stranger on any credential thread still clears setuid.
 	for range 2 * credThreads {
 		syscall.Chmod(path, 0o6777)
-		if w := c.write(asUser(2000), fh, 0, []byte("#"), unstable); w.status != nfs3.OK {
+		if w := c.write(asUser(2000), fh, 0, []byte("#"), nfs3.Unstable); w.status != nfs3.OK {
 			t.Fatalf("WRITE: %d", w.status)
 		}
 		if fi, _ := os.Stat(path); fi.Mode()&os.ModeSetuid != 0 {

@@ -189,9 +189,9 @@ func (w *worker) writeFD(xid uint32, fd int, pre *unix.Statx_t, a *nfsArgs) ([]b
 	}
 	if err == nil {
 		switch a.stable {
-		case dataSync:
+		case nfs3.DataSync:
 			err = unix.Fdatasync(fd)
-		case fileSync:
+		case nfs3.FileSync:
 			err = unix.Fsync(fd)
 		}
 	}
@@ -202,7 +202,7 @@ func (w *worker) writeFD(xid uint32, fd int, pre *unix.Statx_t, a *nfsArgs) ([]b
 	putStatus(out, nfs3.OK)
 	putWcc(out, pre, attrsOf(fd))
 	out.Uint32(uint32(n))
-	out.Uint32(a.stable)
+	out.Uint32(uint32(a.stable))
 	out.Buf = append(out.Buf, w.srv.verifier[:]...)
 	return out.Buf, nil
 }

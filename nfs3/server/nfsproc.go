@@ -205,16 +205,16 @@ func (w *worker) applySattr(n *node, s *sattr) error {
 			return err
 		}
 	}
-	if s.atimeHow == timeDontChange && s.mtimeHow == timeDontChange {
+	if s.atimeHow == nfs3.DontChange && s.mtimeHow == nfs3.DontChange {
 		return nil
 	}
-	if s.setSize && s.atimeHow == timeDontChange && s.mtimeHow == timeServer {
+	if s.setSize && s.atimeHow == nfs3.DontChange && s.mtimeHow == nfs3.ServerTime {
 		// The truncate set the mtime to now (ftruncate always does):
 		// all that is asked, and what an open with O_TRUNC sends.
 		return nil
 	}
 	err := setTimesFD(n.fd, n.isLink(), timespecs(s))
-	if err == unix.EPERM && s.atimeHow != timeClient && s.mtimeHow != timeClient {
+	if err == unix.EPERM && s.atimeHow != nfs3.ClientTime && s.mtimeHow != nfs3.ClientTime {
 		// utimensat lets a caller who may write but does not own the
 		// file set both times to now, never one alone; knfsd sets one
 		// alone. Both, rather than a refusal.
@@ -227,11 +227,11 @@ func (w *worker) applySattr(n *node, s *sattr) error {
 // is UTIME_NOW, where a client's time needs ownership, as in knfsd. Both
 // set to now need only write permission (applySattr).
 func timespecs(s *sattr) []unix.Timespec {
-	one := func(how uint32, t [2]uint32) unix.Timespec {
+	one := func(how nfs3.SetTime, t [2]uint32) unix.Timespec {
 		switch how {
-		case timeServer:
+		case nfs3.ServerTime:
 			return unix.Timespec{Nsec: unix.UTIME_NOW}
-		case timeClient:
+		case nfs3.ClientTime:
 			return unix.Timespec{Sec: int64(t[0]), Nsec: int64(t[1])}
 		}
 		return unix.Timespec{Nsec: unix.UTIME_OMIT}

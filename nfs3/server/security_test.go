@@ -229,7 +229,7 @@ func TestRecordLimits(t *testing.T) {
 	c := dialServer(t, addr)
 	_, fh := c.create(asRoot, c.root(), "big", 0, 0o644)
 	data := bytes.Repeat([]byte{0xa5}, maxIO)
-	if w := c.write(asRoot, fh, 0, data, unstable); w.status != nfs3.OK || w.count != maxIO {
+	if w := c.write(asRoot, fh, 0, data, nfs3.Unstable); w.status != nfs3.OK || w.count != maxIO {
 		t.Fatalf("WRITE of %d bytes: %+v", maxIO, w)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "big")); !bytes.Equal(got, data) {

@@ -93,12 +93,12 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	if st, fh2 := c.lookup(asRoot, rootFH, "f"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Fatalf("LOOKUP: %d %x, want %x", st, fh2, fh)
 	}
-	w1 := c.write(asRoot, fh, 0, []byte("hello "), unstable)
-	if w1.status != nfs3.OK || w1.count != 6 || w1.committed != unstable {
+	w1 := c.write(asRoot, fh, 0, []byte("hello "), nfs3.Unstable)
+	if w1.status != nfs3.OK || w1.count != 6 || w1.committed != nfs3.Unstable {
 		t.Fatalf("WRITE UNSTABLE: %+v", w1)
 	}
-	w2 := c.write(asRoot, fh, 6, []byte("world"), fileSync)
-	if w2.status != nfs3.OK || w2.count != 5 || w2.committed != fileSync || !bytes.Equal(w1.verf, w2.verf) {
+	w2 := c.write(asRoot, fh, 6, []byte("world"), nfs3.FileSync)
+	if w2.status != nfs3.OK || w2.count != 5 || w2.committed != nfs3.FileSync || !bytes.Equal(w1.verf, w2.verf) {
 		t.Fatalf("WRITE FILE_SYNC: %+v (first verifier %x)", w2, w1.verf)
 	}
 	if st, data, eof := c.read(asRoot, fh, 0, 100); st != nfs3.OK || string(data) != "hello world" || !eof {
@@ -111,11 +111,11 @@ func TestCreateWriteReadCommit(t *testing.T) {
 		t.Fatalf("COMMIT: %d %x, want verifier %x", st, verf, w1.verf)
 	}
 	// One verifier for the whole server, whichever connection and worker.
-	if w3 := dialServer(t, addr).write(asRoot, fh, 11, []byte("!"), dataSync); w3.status != nfs3.OK || w3.committed != dataSync || !bytes.Equal(w3.verf, w1.verf) {
+	if w3 := dialServer(t, addr).write(asRoot, fh, 11, []byte("!"), nfs3.DataSync); w3.status != nfs3.OK || w3.committed != nfs3.DataSync || !bytes.Equal(w3.verf, w1.verf) {
 		t.Fatalf("WRITE on another connection: %+v, want verifier %x", w3, w1.verf)
 	}
 	st, a := c.getattr(asRoot, fh)
-	if st != nfs3.OK || a.typ != typeReg || a.mode&0o7777 != 0o640 || a.size != 12 {
+	if st != nfs3.OK || a.typ != nfs3.TypeReg || a.mode&0o7777 != 0o640 || a.size != 12 {
 		t.Fatalf("GETATTR: %d %+v", st, a)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "hello world!" {
@@ -138,7 +138,7 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	if st, _ := c.create(asRoot, rootFH, "f", 1, 0o640); st != nfs3.ErrExist {
 		t.Fatalf("CREATE GUARDED existing: %d", st)
 	}
-	if st, _ := c.create(asRoot, rootFH, "g", createExclusive, -1); st != nfs3.ErrNotSupp {
+	if st, _ := c.create(asRoot, rootFH, "g", nfs3.Exclusive, -1); st != nfs3.ErrNotSupp {
 		t.Fatalf("CREATE EXCLUSIVE: %d, want NOTSUPP (clients fall back to GUARDED)", st)
 	}
 	// MKDIR applies the mode exactly: no umask, setgid kept.
@@ -214,7 +214,7 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	if st != nfs3.OK {
 		t.Fatalf("LOOKUP: %d", st)
 	}
-	v1 := c.write(asRoot, fileFH, 4, []byte("!"), unstable).verf
+	v1 := c.write(asRoot, fileFH, 4, []byte("!"), nfs3.Unstable).verf
 	srv1.Close()
 
 	// A rename while the server is down: handles name inodes, not paths.
@@ -235,7 +235,7 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	if st, _ := c2.getattr(asRoot, dirFH); st != nfs3.OK {
 		t.Fatalf("GETATTR of the renamed directory: %d", st)
 	}
-	if v2 := c2.write(asRoot, fileFH, 5, []byte("?"), unstable).verf; bytes.Equal(v1, v2) {
+	if v2 := c2.write(asRoot, fileFH, 5, []byte("?"), nfs3.Unstable).verf; bytes.Equal(v1, v2) {
 		t.Fatalf("write verifier %x did not change over a restart", v1)
 	}
 }
@@ -336,18 +336,18 @@ func TestAccessAndCredentials(t *testing.T) {
 	}
 
 	// The kernel enforces the caller's rights.
-	if res := c.write(asUser(2000), fh, 0, []byte("x"), fileSync); res.status != nfs3.ErrAcces {
+	if res := c.write(asUser(2000), fh, 0, []byte("x"), nfs3.FileSync); res.status != nfs3.ErrAcces {
 		t.Errorf("WRITE as 2000 to 1000's 0600 file: %d, want ACCES", res.status)
 	}
 	if st, _, _ := c.read(asUser(2000), fh, 0, 1); st != nfs3.ErrAcces {
 		t.Errorf("READ as 2000: %d, want ACCES", st)
 	}
-	if res := c.write(asUser(1000), fh, 0, []byte("x"), fileSync); res.status != nfs3.OK {
+	if res := c.write(asUser(1000), fh, 0, []byte("x"), nfs3.FileSync); res.status != nfs3.OK {
 		t.Errorf("WRITE as the owner: %d", res.status)
 	}
 	// Supplementary groups count.
 	os.Chmod(secret, 0o660)
-	if res := c.write(&sysCred{uid: 2000, gid: 2000, groups: []uint32{1000}}, fh, 0, []byte("y"), fileSync); res.status != nfs3.OK {
+	if res := c.write(&sysCred{uid: 2000, gid: 2000, groups: []uint32{1000}}, fh, 0, []byte("y"), nfs3.FileSync); res.status != nfs3.OK {
 		t.Errorf("WRITE as a member of the file's group: %d", res.status)
 	}
 
@@ -375,10 +375,10 @@ func TestAccessAndCredentials(t *testing.T) {
 	if st != nfs3.OK {
 		t.Fatalf("CREATE 0444: %d", st)
 	}
-	if res := c.write(asUser(1000), roFH, 0, []byte("ok"), unstable); res.status != nfs3.OK {
+	if res := c.write(asUser(1000), roFH, 0, []byte("ok"), nfs3.Unstable); res.status != nfs3.OK {
 		t.Errorf("owner WRITE to own 0444 file: %d", res.status)
 	}
-	if res := c.write(asUser(2000), roFH, 0, []byte("no"), unstable); res.status != nfs3.ErrAcces {
+	if res := c.write(asUser(2000), roFH, 0, []byte("no"), nfs3.Unstable); res.status != nfs3.ErrAcces {
 		t.Errorf("WRITE to another's 0444 file: %d, want ACCES", res.status)
 	}
 }
@@ -714,7 +714,7 @@ func TestErrorStatuses(t *testing.T) {
 	st, data, _ := c.read(asRoot, rootFH, 0, 10)
 	check("READ a directory", st, nfs3.ErrIsDir)
 	_ = data
-	if res := c.write(asRoot, rootFH, 0, []byte("x"), unstable); res.status != nfs3.ErrInval && res.status != nfs3.ErrIsDir {
+	if res := c.write(asRoot, rootFH, 0, []byte("x"), nfs3.Unstable); res.status != nfs3.ErrInval && res.status != nfs3.ErrIsDir {
 		t.Errorf("WRITE a directory: %d", res.status)
 	}
 	if st, _ := c.getattr(asRoot, fileFH); st != nfs3.OK {
@@ -754,7 +754,7 @@ func TestSetattr(t *testing.T) {
 		}
 		return c.status(nfs3.ProcSetattr, cr, a)
 	}
-	sattr := func(mode, size int64, atimeHow, mtimeHow uint32, t [2]uint32) func(*xdr.Encoder) {
+	sattr := func(mode, size int64, atimeHow, mtimeHow nfs3.SetTime, t [2]uint32) func(*xdr.Encoder) {
 		return func(a *xdr.Encoder) {
 			a.Bool(mode >= 0)
 			if mode >= 0 {
@@ -766,13 +766,13 @@ func TestSetattr(t *testing.T) {
 			if size >= 0 {
 				a.Uint64(uint64(size))
 			}
-			a.Uint32(atimeHow)
-			if atimeHow == timeClient {
+			a.Uint32(uint32(atimeHow))
+			if atimeHow == nfs3.ClientTime {
 				a.Uint32(t[0])
 				a.Uint32(t[1])
 			}
-			a.Uint32(mtimeHow)
-			if mtimeHow == timeClient {
+			a.Uint32(uint32(mtimeHow))
+			if mtimeHow == nfs3.ClientTime {
 				a.Uint32(t[0])
 				a.Uint32(t[1])
 			}
@@ -790,7 +790,7 @@ func TestSetattr(t *testing.T) {
 	}
 	// mtime alone leaves atime alone.
 	mt := [2]uint32{1_500_000_000, 5}
-	if st := setattr(asUser(1000), sattr(-1, -1, timeDontChange, timeClient, mt), nil); st != nfs3.OK {
+	if st := setattr(asUser(1000), sattr(-1, -1, nfs3.DontChange, nfs3.ClientTime, mt), nil); st != nfs3.OK {
 		t.Fatalf("SETATTR mtime: %d", st)
 	}
 	var st syscall.Stat_t
@@ -799,7 +799,7 @@ func TestSetattr(t *testing.T) {
 		t.Errorf("times: atime %v mtime %v", st.Atim, st.Mtim)
 	}
 	// Someone else may not set explicit times, nor change the mode.
-	if got := setattr(asUser(2000), sattr(-1, -1, timeClient, timeClient, mt), nil); got != nfs3.ErrPerm {
+	if got := setattr(asUser(2000), sattr(-1, -1, nfs3.ClientTime, nfs3.ClientTime, mt), nil); got != nfs3.ErrPerm {
 		t.Errorf("SETATTR times as a stranger: %d, want PERM", got)
 	}
 	if got := setattr(asUser(2000), sattr(0o777, -1, 0, 0, mt), nil); got != nfs3.ErrPerm {
@@ -846,7 +846,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 
 	// MKNOD of a FIFO, and READ of it answers at once instead of blocking.
 	m := dirop(rootFH, "fifo")
-	m.Uint32(typeFifo)
+	m.Uint32(uint32(nfs3.TypeFifo))
 	writeSattr(m, 0o640)
 	r := c.nfs(nfs3.ProcMknod, asUser(1000), m)
 	if st := getStatus(r); st != nfs3.OK || r.Uint32() != 1 {
@@ -860,7 +860,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 		t.Errorf("READ of a FIFO: %d, want INVAL", st)
 	}
 	m = dirop(rootFH, "chr")
-	m.Uint32(typeChr)
+	m.Uint32(uint32(nfs3.TypeChr))
 	writeSattr(m, 0o600)
 	m.Uint32(1)
 	m.Uint32(3)
@@ -945,7 +945,7 @@ func TestReadOnlyServer(t *testing.T) {
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	fh := c.mustLookup(rootFH, "f")
-	if res := c.write(asRoot, fh, 0, []byte("y"), fileSync); res.status != nfs3.ErrROFS {
+	if res := c.write(asRoot, fh, 0, []byte("y"), nfs3.FileSync); res.status != nfs3.ErrROFS {
 		t.Errorf("WRITE: %d, want ROFS", res.status)
 	}
 	if st, _ := c.create(asRoot, rootFH, "new", 0, 0o644); st != nfs3.ErrROFS {
