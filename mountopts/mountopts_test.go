@@ -548,7 +548,7 @@ func TestUsageComplete(t *testing.T) {
 		}
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(usage, "\n"), "\n") {
-		if len(line) > usageWidth {
+		if len(line) > UsageWidth {
 			t.Errorf("Usage() line is %d columns wide: %q", len(line), line)
 		}
 	}
