@@ -213,11 +213,6 @@ func (h *harness) setattr(node uint64, in fuse.SetAttrIn) (fuse.Attr, syscall.Er
 	return out.Attr, errnoOf(st)
 }
 
-func (h *harness) access(node uint64, mask uint32) syscall.Errno {
-	in := fuse.AccessIn{InHeader: h.header(node), Mask: mask}
-	return errnoOf(h.raw.Access(nil, &in))
-}
-
 func (h *harness) unlink(parent uint64, name string) syscall.Errno {
 	hd := h.header(parent)
 	return errnoOf(h.raw.Unlink(nil, &hd, name))

@@ -7,8 +7,8 @@
 //
 // One table (table.go) describes every option: its names, syntax, allowed
 // values, default, help line, how it sets Options and how String renders it.
-// Parse, Apply, String and Usage are all driven by that table, so an option
-// cannot be parsed without also being documented and rendered.
+// Apply, String and Usage are all driven by that table, so an option cannot
+// be parsed without also being documented and rendered.
 //
 // The package only interprets text: it never touches the network or the
 // filesystem, and "not given" values (port=0, an unset fsname, ...) are left
@@ -22,8 +22,9 @@ import (
 	"unicode"
 )
 
-// Options is the effective set of mount options. Obtain one from Default or
-// Parse; the zero value is not a valid set (Vers is 0, for one).
+// Options is the effective set of mount options. Obtain one from Default
+// and apply the -o lists to it; the zero value is not a valid set (Vers is
+// 0, for one).
 //
 // Every bool field is false by default, so each is named after the
 // non-default behaviour (Soft, NoAC, ReadOnly, ...), as the Linux client's
@@ -121,17 +122,6 @@ func Default() Options {
 		Provider:         ProviderIBVerbs,
 		Atime:            AtimeRelatime,
 	}
-}
-
-// Parse parses a comma-separated option list such as
-// "proto=rdma,rsize=1048576,soft,noac" on top of Default. Every error it
-// returns is an *Error.
-func Parse(s string) (Options, error) {
-	o := Default()
-	if err := o.Apply(s); err != nil {
-		return Options{}, err
-	}
-	return o, nil
 }
 
 // Apply parses the option list s on top of o, as a further -o flag does:

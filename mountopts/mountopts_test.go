@@ -60,9 +60,9 @@ func TestDefault(t *testing.T) {
 		t.Errorf("Default() = %+v\nwant        %+v", got, want)
 	}
 	for _, s := range []string{"", ",", " , ,, ", "defaults"} {
-		got, err := Parse(s)
+		got, err := parse(s)
 		if err != nil || got != want {
-			t.Errorf("Parse(%q) = %+v, %v; want the defaults", s, got, err)
+			t.Errorf("parse(%q) = %+v, %v; want the defaults", s, got, err)
 		}
 	}
 }
@@ -222,22 +222,24 @@ var acceptCases = []struct {
 
 func zeroAC(o *Options) { o.ACRegMin, o.ACRegMax, o.ACDirMin, o.ACDirMax = 0, 0, 0, 0 }
 
-func TestParse(t *testing.T) {
+// parse is what rdmafs does with one -o list: the defaults, then Apply.
+func parse(s string) (Options, error) {
+	o := Default()
+	err := o.Apply(s)
+	return o, err
+}
+
+func TestAccept(t *testing.T) {
 	for _, tc := range acceptCases {
 		want := Default()
 		tc.want(&want)
-		got, err := Parse(tc.in)
+		got, err := parse(tc.in)
 		if err != nil {
-			t.Errorf("Parse(%q): %v", tc.in, err)
+			t.Errorf("parse(%q): %v", tc.in, err)
 			continue
 		}
 		if got != want {
-			t.Errorf("Parse(%q):\n got %+v\nwant %+v", tc.in, got, want)
-		}
-		// Parse is Default then Apply.
-		o := Default()
-		if err := o.Apply(tc.in); err != nil || o != got {
-			t.Errorf("Default().Apply(%q) = %+v, %v; want %+v", tc.in, o, err, got)
+			t.Errorf("parse(%q):\n got %+v\nwant %+v", tc.in, got, want)
 		}
 	}
 }
@@ -249,9 +251,9 @@ func TestEveryFieldSettable(t *testing.T) {
 	def := reflect.ValueOf(Default())
 	changed := map[string]bool{"Vers": true, "MountProto": true}
 	for _, tc := range acceptCases {
-		o, err := Parse(tc.in)
+		o, err := parse(tc.in)
 		if err != nil {
-			continue // TestParse reports it
+			continue // TestAccept reports it
 		}
 		v := reflect.ValueOf(o)
 		for i := range v.NumField() {
@@ -267,7 +269,7 @@ func TestEveryFieldSettable(t *testing.T) {
 	}
 }
 
-func TestParseErrors(t *testing.T) {
+func TestReject(t *testing.T) {
 	const unknownHint = " (rdmafs -h lists the options)"
 	tests := []struct {
 		in, want string
@@ -375,48 +377,48 @@ func TestParseErrors(t *testing.T) {
 		{"actimeo=10,acregmin=20", "option acregmin=20: must not be greater than acregmax=10"},
 	}
 	for _, tc := range tests {
-		o, err := Parse(tc.in)
+		o, err := parse(tc.in)
 		if err == nil {
-			t.Errorf("Parse(%q) = %v, want error %q", tc.in, o, tc.want)
+			t.Errorf("parse(%q) = %v, want error %q", tc.in, o, tc.want)
 			continue
 		}
 		if err.Error() != tc.want {
-			t.Errorf("Parse(%q) error\n got %q\nwant %q", tc.in, err, tc.want)
+			t.Errorf("parse(%q) error\n got %q\nwant %q", tc.in, err, tc.want)
 		}
 		checkError(t, tc.in, err)
-		if o != (Options{}) {
-			t.Errorf("Parse(%q) returned %+v with its error, want the zero Options", tc.in, o)
+		if o != Default() {
+			t.Errorf("parse(%q) failed but changed the defaults to %+v", tc.in, o)
 		}
 	}
 }
 
-// checkError checks what every error of Parse must be: an *Error with both
+// checkError checks what every error of Apply must be: an *Error with both
 // fields set, whose message is one line without a program-name prefix.
 func checkError(t *testing.T, in string, err error) {
 	t.Helper()
 	var e *Error
 	if !errors.As(err, &e) {
-		t.Errorf("Parse(%q) error %v is a %T, want *Error", in, err, err)
+		t.Errorf("parse(%q) error %v is a %T, want *Error", in, err, err)
 		return
 	}
 	if e.Option == "" || e.Msg == "" {
-		t.Errorf("Parse(%q) error %#v has an empty field", in, e)
+		t.Errorf("parse(%q) error %#v has an empty field", in, e)
 	}
 	msg := err.Error()
 	if strings.IndexFunc(msg, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		t.Errorf("Parse(%q) error %q is not one printable line", in, msg)
+		t.Errorf("parse(%q) error %q is not one printable line", in, msg)
 	}
 	if strings.HasPrefix(msg, "rdmafs") {
-		t.Errorf("Parse(%q) error %q carries a program name", in, msg)
+		t.Errorf("parse(%q) error %q carries a program name", in, msg)
 	}
 }
 
 func TestErrorFields(t *testing.T) {
-	_, err := Parse("soft, rsize = abc ")
+	_, err := parse("soft, rsize = abc ")
 	want := &Error{Option: "rsize = abc", Msg: "must be 0 or a number from 4096 to 1048576"}
 	var e *Error
 	if !errors.As(err, &e) || *e != *want {
-		t.Errorf("Parse error = %#v, want %#v", err, want)
+		t.Errorf("parse error = %#v, want %#v", err, want)
 	}
 }
 
@@ -476,14 +478,14 @@ func TestStringRoundTrip(t *testing.T) {
 		"fsname=a=b c",
 	}
 	for _, s := range lists {
-		o, err := Parse(s)
+		o, err := parse(s)
 		if err != nil {
-			t.Fatalf("Parse(%q): %v", s, err)
+			t.Fatalf("parse(%q): %v", s, err)
 		}
 		str := o.String()
-		back, err := Parse(str)
+		back, err := parse(str)
 		if err != nil {
-			t.Errorf("Parse(%q).String() = %q does not parse: %v", s, str, err)
+			t.Errorf("parse(%q).String() = %q does not parse: %v", s, str, err)
 			continue
 		}
 		if back != o {
@@ -495,18 +497,18 @@ func TestStringRoundTrip(t *testing.T) {
 	}
 	// Every accepted case survives the round trip too.
 	for _, tc := range acceptCases {
-		o, err := Parse(tc.in)
+		o, err := parse(tc.in)
 		if err != nil {
 			continue
 		}
-		if back, err := Parse(o.String()); err != nil || back != o {
+		if back, err := parse(o.String()); err != nil || back != o {
 			t.Errorf("round trip of %q through %q: %+v, %v", tc.in, o.String(), back, err)
 		}
 	}
 }
 
 func TestStringShowsSetOptions(t *testing.T) {
-	o, err := Parse("uid=0,port=2049,rsize=65536,nodev,allow_other,noac,proto=rdma")
+	o, err := parse("uid=0,port=2049,rsize=65536,nodev,allow_other,noac,proto=rdma")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +548,7 @@ func TestUsageComplete(t *testing.T) {
 		}
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(usage, "\n"), "\n") {
-		if len(line) > usageWidth {
+		if len(line) > UsageWidth {
 			t.Errorf("Usage() line is %d columns wide: %q", len(line), line)
 		}
 	}
@@ -595,7 +597,7 @@ func TestEnumStrings(t *testing.T) {
 	}
 }
 
-func FuzzParse(f *testing.F) {
+func FuzzApply(f *testing.F) {
 	for _, tc := range acceptCases {
 		f.Add(tc.in)
 	}
@@ -607,32 +609,31 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		o, err := Parse(s)
+		o, err := parse(s)
 		if err != nil {
 			checkError(t, s, err)
 			return
 		}
 		str := o.String()
-		back, err := Parse(str)
+		back, err := parse(str)
 		if err != nil {
-			t.Fatalf("Parse(%q) ok, but its String %q fails: %v", s, str, err)
+			t.Fatalf("parse(%q) ok, but its String %q fails: %v", s, str, err)
 		}
 		if back != o {
-			t.Fatalf("Parse(%q) = %+v\nbut Parse(%q) = %+v", s, o, str, back)
+			t.Fatalf("parse(%q) = %+v\nbut parse(%q) = %+v", s, o, str, back)
 		}
 	})
 }
 
-func ExampleParse() {
-	o, err := Parse("proto=rdma,rsize=1000000,soft,noac")
-	if err != nil {
+func ExampleOptions_Apply() {
+	o := Default()
+	if err := o.Apply("proto=rdma,rsize=1000000,soft,noac"); err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(o.Proto, o.RSize, o.Soft, o.ACRegMax, o.Sync)
 
-	_, err = Parse("vers=4")
-	fmt.Println(err)
+	fmt.Println(o.Apply("vers=4"))
 	// Output:
 	// rdma 999424 true 0 true
 	// option vers=4: only NFS version 3 is supported

@@ -5,15 +5,15 @@ import (
 	"strings"
 )
 
-// usageWidth is the width Usage wraps its lines to.
-const usageWidth = 79
+// UsageWidth is the width rdmafs -h, Usage included, wraps its lines to.
+const UsageWidth = 79
 
 // Usage documents every option, grouped, for rdmafs -h. Each option gets
 // a line with its syntax, allowed values and default, and an indented line
 // (wrapped if long) saying what it does.
 func Usage() string {
 	var b strings.Builder
-	wrap(&b, "Mount options, given as -o name[=value],... in the manner of nfs(5); "+
+	Wrap(&b, "Mount options, given as -o name[=value],... in the manner of nfs(5); "+
 		"a later option overrides an earlier one.", "", "")
 	for g := range numGroups {
 		fmt.Fprintf(&b, "\n%s:\n", g.title())
@@ -33,21 +33,21 @@ func Usage() string {
 			if len(notes) > 0 {
 				head += "  (" + strings.Join(notes, "; ") + ")"
 			}
-			wrap(&b, head, "  ", "    ")
-			wrap(&b, opt.help, "      ", "      ")
+			Wrap(&b, head, "  ", "    ")
+			Wrap(&b, opt.help, "      ", "      ")
 		}
 	}
 	return b.String()
 }
 
-// wrap writes text to b as lines of at most usageWidth columns, breaking at
+// Wrap writes text to b as lines of at most UsageWidth columns, breaking at
 // spaces; the first line starts with indent, the others with cont. A word
 // longer than a line gets a line of its own.
-func wrap(b *strings.Builder, text, indent, cont string) {
+func Wrap(b *strings.Builder, text, indent, cont string) {
 	line := indent
 	empty := true // line holds no word yet
 	for _, word := range strings.Fields(text) {
-		if !empty && len(line)+1+len(word) > usageWidth {
+		if !empty && len(line)+1+len(word) > UsageWidth {
 			b.WriteString(line + "\n")
 			line, empty = cont, true
 		}

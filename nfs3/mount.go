@@ -11,41 +11,52 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// The MOUNT procedures.
+// The MOUNT v3 procedures (RFC 1813 appendix I).
 const (
-	mountProcNull = 0
-	mountProcMnt  = 1
-	mountProcUmnt = 3
+	MountProcNull    = 0
+	MountProcMnt     = 1
+	MountProcDump    = 2
+	MountProcUmnt    = 3
+	MountProcUmntAll = 4
+	MountProcExport  = 5
 )
 
 var mountProcNames = []string{"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"}
 
 // MOUNT protocol limits.
 const (
-	mntPathLen = 1024
-	maxFlavors = 64
+	MountPathLen = 1024 // MNTPATHLEN: the longest path MNT and UMNT take
+	maxFlavors   = 64
 )
 
 // MountStatus is mountstat3. Every status other than MNT3_OK is an error.
 type MountStatus uint32
 
-var mountStatusText = map[MountStatus]string{
-	1:     "not owner (MNT3ERR_PERM)",
-	2:     "no such export (MNT3ERR_NOENT)",
-	5:     "I/O error (MNT3ERR_IO)",
-	13:    "access denied by server (MNT3ERR_ACCES)",
-	20:    "not a directory (MNT3ERR_NOTDIR)",
-	22:    "invalid argument (MNT3ERR_INVAL)",
-	63:    "path name too long (MNT3ERR_NAMETOOLONG)",
-	10004: "operation not supported (MNT3ERR_NOTSUPP)",
-	10006: "server fault (MNT3ERR_SERVERFAULT)",
-}
-
-// The MOUNT statuses a caller may want to tell apart.
+// The MOUNT v3 statuses.
 const (
-	MountErrNoEnt MountStatus = 2
-	MountErrAcces MountStatus = 13
+	MountOK             MountStatus = 0
+	MountErrPerm        MountStatus = 1
+	MountErrNoEnt       MountStatus = 2
+	MountErrIO          MountStatus = 5
+	MountErrAcces       MountStatus = 13
+	MountErrNotDir      MountStatus = 20
+	MountErrInval       MountStatus = 22
+	MountErrNameTooLong MountStatus = 63
+	MountErrNotSupp     MountStatus = 10004
+	MountErrServerFault MountStatus = 10006
 )
+
+var mountStatusText = map[MountStatus]string{
+	MountErrPerm:        "not owner (MNT3ERR_PERM)",
+	MountErrNoEnt:       "no such export (MNT3ERR_NOENT)",
+	MountErrIO:          "I/O error (MNT3ERR_IO)",
+	MountErrAcces:       "access denied by server (MNT3ERR_ACCES)",
+	MountErrNotDir:      "not a directory (MNT3ERR_NOTDIR)",
+	MountErrInval:       "invalid argument (MNT3ERR_INVAL)",
+	MountErrNameTooLong: "path name too long (MNT3ERR_NAMETOOLONG)",
+	MountErrNotSupp:     "operation not supported (MNT3ERR_NOTSUPP)",
+	MountErrServerFault: "server fault (MNT3ERR_SERVERFAULT)",
+}
 
 func (s MountStatus) Error() string {
 	if t, ok := mountStatusText[s]; ok {
@@ -90,7 +101,7 @@ func DialMount(ctx context.Context, cfg DialConfig) (*MountClient, error) {
 		var err error
 		port, err = GetPort(ctx, cfg, MountProgram, MountVersion)
 		if err != nil {
-			return nil, fmt.Errorf("finding mountd: %w", err)
+			return nil, err // it says it was finding mountd
 		}
 	}
 	return &MountClient{rpc: cfg.client(port, MountProgram, MountVersion, mountProcNames)}, nil
@@ -103,10 +114,10 @@ func (m *MountClient) Close() error { return m.rpc.Close() }
 // with the authentication flavors the server accepts for it.
 func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (FH, []sunrpc.Flavor, error) {
 	var fh FH
-	if len(path) > mntPathLen {
-		return fh, nil, MountStatus(63)
+	if len(path) > MountPathLen {
+		return fh, nil, MountErrNameTooLong
 	}
-	call := m.rpc.NewCall(mountProcMnt, cred)
+	call := m.rpc.NewCall(MountProcMnt, cred)
 	defer call.Release()
 	e := call.Args()
 	e.String(path)
@@ -115,7 +126,7 @@ func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (
 		return fh, nil, err
 	}
 	d := xdr.NewDecoder(call.Reply.Body)
-	if st := MountStatus(d.Uint32()); d.Err() == nil && st != 0 {
+	if st := MountStatus(d.Uint32()); d.Err() == nil && st != MountOK {
 		return fh, nil, st
 	}
 	getFH(&d, &fh)
@@ -138,7 +149,7 @@ func (m *MountClient) Mnt(ctx context.Context, cred *sunrpc.Cred, path string) (
 
 // Umnt tells mountd the client no longer uses the export at path.
 func (m *MountClient) Umnt(ctx context.Context, cred *sunrpc.Cred, path string) error {
-	call := m.rpc.NewCall(mountProcUmnt, cred)
+	call := m.rpc.NewCall(MountProcUmnt, cred)
 	defer call.Release()
 	e := call.Args()
 	e.String(path)
@@ -146,38 +157,54 @@ func (m *MountClient) Umnt(ctx context.Context, cred *sunrpc.Cred, path string) 
 	return m.rpc.Do(ctx, call)
 }
 
-// The portmapper's GETPORT (RFC 1833, version 2).
+// The portmapper (RFC 1833, version 2).
 const (
-	portmapProgram = 100000
-	portmapVersion = 2
-	portmapPort    = 111
-	pmapGetport    = 3
-	ipprotoTCP     = 6
+	PortmapProgram     = 100000
+	PortmapVersion     = 2
+	PortmapPort        = 111
+	PortmapProcSet     = 1
+	PortmapProcUnset   = 2
+	PortmapProcGetport = 3
+	IPProtoTCP         = 6 // the protocol of a mapping for TCP
 )
+
+// PortmapProcNames names the portmapper's procedures up to GETPORT.
+var PortmapProcNames = []string{"NULL", "SET", "UNSET", "GETPORT"}
 
 // GetPort asks the portmapper of cfg.Host on which TCP port prog and vers
 // listen.
 func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error) {
-	rpc := cfg.client(portmapPort, portmapProgram, portmapVersion, []string{"NULL", "SET", "UNSET", "GETPORT"})
+	rpc := cfg.client(PortmapPort, PortmapProgram, PortmapVersion, PortmapProcNames)
 	defer rpc.Close()
-	call := rpc.NewCall(pmapGetport, nil)
+	call := rpc.NewCall(PortmapProcGetport, nil)
 	defer call.Release()
 	e := call.Args()
 	e.Uint32(prog)
 	e.Uint32(vers)
-	e.Uint32(ipprotoTCP)
+	e.Uint32(IPProtoTCP)
 	e.Uint32(0)
 	call.SetArgs(e)
 	if err := rpc.Do(ctx, call); err != nil {
-		return 0, fmt.Errorf("portmapper: %w", err)
+		return 0, fmt.Errorf("nfs3: finding %s v%d through the portmapper of %s: %w", programName(prog), vers, cfg.Host, err)
 	}
 	d := xdr.NewDecoder(call.Reply.Body)
 	port := d.Uint32()
 	if err := d.Err(); err != nil {
-		return 0, fmt.Errorf("%w: GETPORT: %v", ErrBadReply, err)
+		return 0, fmt.Errorf("%w: GETPORT of %s v%d: %v", ErrBadReply, programName(prog), vers, err)
 	}
 	if port == 0 || port > 65535 {
-		return 0, fmt.Errorf("program %d version %d is not registered with the portmapper of %s", prog, vers, cfg.Host)
+		return 0, fmt.Errorf("nfs3: %s v%d is not registered with the portmapper of %s", programName(prog), vers, cfg.Host)
 	}
 	return int(port), nil
+}
+
+// programName names prog as rpcinfo -p does.
+func programName(prog uint32) string {
+	switch prog {
+	case Program:
+		return "nfs"
+	case MountProgram:
+		return "mountd"
+	}
+	return fmt.Sprintf("program %d", prog)
 }

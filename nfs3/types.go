@@ -1,9 +1,6 @@
 package nfs3
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Program numbers and versions.
 const (
@@ -58,19 +55,6 @@ const (
 type FH struct {
 	n uint8
 	b [FHSize]byte
-}
-
-// ErrHandleTooLong is the error of a file handle longer than FHSize.
-var ErrHandleTooLong = errors.New("nfs3: file handle longer than 64 bytes")
-
-// MakeFH returns the handle with the given bytes.
-func MakeFH(b []byte) (FH, error) {
-	var fh FH
-	if len(b) > FHSize {
-		return fh, ErrHandleTooLong
-	}
-	fh.n = uint8(copy(fh.b[:], b))
-	return fh, nil
 }
 
 // Bytes returns the handle's bytes.

@@ -17,7 +17,7 @@ var sample = &Table{
 		{Label: "seq write 1M", Unit: "MiB/s", Values: []float64{40, 60, 20.5, Missing}, Marks: []string{"", "", "b", ""}},
 		{Label: "create empty files", Unit: "ops/s", Values: []float64{118, 48.2, 46.7, 30}},
 	},
-	Notes: []string{"rdmafs-rdma: not built"},
+	Notes: []string{"rdmafs-rdma: mount: exit status 32"},
 }
 
 func TestWriteCSV(t *testing.T) {
@@ -82,7 +82,7 @@ func TestWriteSVG(t *testing.T) {
 		}
 	}
 	all := strings.Join(s.Texts, "\n")
-	for _, want := range []string{"bench-e2e <sample> & co", "seq write 1M (MiB/s)", "20.5 b", "n/a", "118", "48.2", "rdmafs-rdma: not built"} {
+	for _, want := range []string{"bench-e2e <sample> & co", "seq write 1M (MiB/s)", "20.5 b", "n/a", "118", "48.2", "rdmafs-rdma: mount: exit status 32"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("SVG texts lack %q:\n%s", want, all)
 		}

@@ -8,11 +8,10 @@
 // same figure moves by up to 2x in a few minutes).
 //
 // Mounts (columns): knfs-rdma (mount -t nfs -o vers=3,proto=rdma,port=20049),
-// knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o proto=tcp,vers=3, when
-// built) and rdmafs-rdma (proto=rdma, when rdmafs links the RDMA transport);
-// a column rdmafs-rdma@NAME=VALUE is an rdmafs mount whose process runs
-// with NAME=VALUE in its environment (GOMAXPROCS=1, say), to weigh a
-// setting side by side.
+// knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o proto=tcp,vers=3) and
+// rdmafs-rdma (proto=rdma); a column rdmafs-rdma@NAME=VALUE is an rdmafs
+// mount whose process runs with NAME=VALUE in its environment
+// (GOMAXPROCS=1, say), to weigh a setting side by side.
 //
 // Workloads (rows, in the order they run):
 //   - fio sequential 1 MiB write and read of one -size file, O_DIRECT,
@@ -87,7 +86,6 @@ type target struct {
 	rdmafs bool // an rdmafs mount: a process to measure and profile
 	mount  func(dir string, env []string) error
 	umnt   func(dir string) error
-	skip   string // why this column has no figures
 }
 
 // result is one figure: a value in unit, or the error that prevented it,
@@ -173,9 +171,6 @@ func main() {
 	notes := []string{}
 	for _, tg := range tgs {
 		cols = append(cols, tg.name)
-		if tg.skip != "" {
-			notes = append(notes, fmt.Sprintf("%s: %s", tg.name, tg.skip))
-		}
 	}
 	table, allMem, mountErrs := measureAll(c, tgs)
 	failed := false

@@ -14,7 +14,8 @@ import (
 	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
-// defaultNFSPort is used over TCP when the server has no portmapper.
+// defaultNFSPort is NFS's port over TCP: where the client goes when the
+// server has no portmapper, and where serve listens unless told otherwise.
 const defaultNFSPort = 2049
 
 // mountTimeout bounds one try of a MOUNT-time call.

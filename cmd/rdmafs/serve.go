@@ -137,7 +137,7 @@ func parseServeOptions(list string, o *serveOptions) error {
 
 // serve exports a directory until SIGTERM or SIGINT.
 func serve(args []string) error {
-	o := serveOptions{addr: "127.0.0.1", port: 2049, rdmaPort: defaultRDMAPort}
+	o := serveOptions{addr: "127.0.0.1", port: defaultNFSPort, rdmaPort: defaultRDMAPort}
 	var dirs []string
 	for i := 0; i < len(args); i++ {
 		switch arg := args[i]; {

@@ -92,9 +92,6 @@ var commandDocs = []commandDoc{
 // exitDoc documents the exit status.
 const exitDoc = "Exit status: 0 success, 2 bad usage or options, 32 the mount failed, 1 any other failure."
 
-// usageWidth is the width -h wraps its lines to.
-const usageWidth = 79
-
 func usage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("usage:\n")
@@ -103,26 +100,26 @@ func usage(w io.Writer) {
 			b.WriteString("\n")
 		}
 		b.WriteString("  " + c.synopsis + "\n")
-		wrapText(&b, c.text, "      ", "      ")
+		mountopts.Wrap(&b, c.text, "      ", "      ")
 		// Examples before the items are what the text announces.
 		if c.after == "" {
 			writeExamples(&b, c.examples)
 		}
 		writeItems(&b, c.items)
 		for _, sec := range c.sections {
-			wrapText(&b, sec.title, "      ", "      ")
+			mountopts.Wrap(&b, sec.title, "      ", "      ")
 			writeItems(&b, sec.items)
 		}
 		if c.after != "" {
-			wrapText(&b, c.after, "      ", "      ")
+			mountopts.Wrap(&b, c.after, "      ", "      ")
 			writeExamples(&b, c.examples)
 		}
 		if c.tail != "" {
-			wrapText(&b, c.tail, "      ", "      ")
+			mountopts.Wrap(&b, c.tail, "      ", "      ")
 		}
 	}
 	b.WriteString("\n")
-	wrapText(&b, exitDoc, "", "")
+	mountopts.Wrap(&b, exitDoc, "", "")
 	b.WriteString("\nMount options:\n")
 	b.WriteString(mountopts.Usage())
 	io.WriteString(w, b.String())
@@ -141,7 +138,7 @@ func writeItems(b *strings.Builder, items []itemDoc) {
 		if len(it.syntax) > width {
 			head = "        " + it.syntax + "  "
 		}
-		wrapText(b, it.help, head, strings.Repeat(" ", 8+width+2))
+		mountopts.Wrap(b, it.help, head, strings.Repeat(" ", 8+width+2))
 	}
 }
 
@@ -149,22 +146,4 @@ func writeExamples(b *strings.Builder, lines []string) {
 	for _, l := range lines {
 		b.WriteString("        " + l + "\n")
 	}
-}
-
-// wrapText writes text as lines of at most usageWidth columns; the first
-// starts with first, the others with cont.
-func wrapText(b *strings.Builder, text, first, cont string) {
-	line, empty := first, true
-	for _, word := range strings.Fields(text) {
-		if !empty && len(line)+1+len(word) > usageWidth {
-			b.WriteString(line + "\n")
-			line, empty = cont, true
-		}
-		if !empty {
-			line += " "
-		}
-		line += word
-		empty = false
-	}
-	b.WriteString(line + "\n")
 }

@@ -3,36 +3,12 @@ package server
 import (
 	"strings"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// NFSv3 procedures (RFC 1813).
+// What the server takes and offers.
 const (
-	nfsNull        = 0
-	nfsGetattr     = 1
-	nfsSetattr     = 2
-	nfsLookup      = 3
-	nfsAccess      = 4
-	nfsReadlink    = 5
-	nfsRead        = 6
-	nfsWrite       = 7
-	nfsCreate      = 8
-	nfsMkdir       = 9
-	nfsSymlink     = 10
-	nfsMknod       = 11
-	nfsRemove      = 12
-	nfsRmdir       = 13
-	nfsRename      = 14
-	nfsLink        = 15
-	nfsReaddir     = 16
-	nfsReaddirplus = 17
-	nfsFsstat      = 18
-	nfsFsinfo      = 19
-	nfsPathconf    = 20
-	nfsCommit      = 21
-	nfsMaxProc     = 21
-
-	maxFH   = 64  // NFS3_FHSIZE
 	maxName = 255 // longest file name the front lets through (NAME_MAX)
 
 	// maxIO is the largest READ and WRITE the server offers in FSINFO; READ
@@ -42,35 +18,12 @@ const (
 	maxDirReply = 1 << 20
 )
 
-// stable_how, createmode3 and ftype3 values.
-const (
-	unstable = 0
-	dataSync = 1
-	fileSync = 2
-
-	createUnchecked = 0
-	createGuarded   = 1
-	createExclusive = 2
-
-	typeReg  = 1
-	typeDir  = 2
-	typeBlk  = 3
-	typeChr  = 4
-	typeLnk  = 5
-	typeSock = 6
-	typeFifo = 7
-
-	timeDontChange = 0
-	timeServer     = 1
-	timeClient     = 2
-)
-
 // sattr is a decoded sattr3.
 type sattr struct {
 	setMode, setUID, setGID, setSize bool
 	mode, uid, gid                   uint32
 	size                             uint64
-	atimeHow, mtimeHow               uint32
+	atimeHow, mtimeHow               nfs3.SetTime
 	atime, mtime                     [2]uint32 // seconds, nanoseconds
 }
 
@@ -82,21 +35,21 @@ type nfsArgs struct {
 	name2    string // RENAME target name
 	hasSattr bool
 	sattr    sattr
-	guard    bool      // SETATTR: check ctime first
-	guardTim [2]uint32 // SETATTR guard ctime
-	mask     uint32    // ACCESS
-	stable   uint32    // WRITE
-	offset   uint64    // READ, WRITE
-	count    uint32    // READ, WRITE; READDIR count, READDIRPLUS maxcount
-	dircount uint32    // READDIRPLUS
-	cookie   uint64    // READDIR, READDIRPLUS
-	verf     [8]byte   // READDIR, READDIRPLUS cookie verifier
-	data     []byte    // WRITE; aliases the message
-	how      uint32    // CREATE mode
-	ftype    uint32    // MKNOD
-	spec     [2]uint32 // MKNOD device numbers
-	target   string    // SYMLINK
-	dirpath  string    // MOUNT MNT
+	guard    bool            // SETATTR: check ctime first
+	guardTim [2]uint32       // SETATTR guard ctime
+	mask     uint32          // ACCESS
+	stable   nfs3.StableHow  // WRITE
+	offset   uint64          // READ, WRITE
+	count    uint32          // READ, WRITE; READDIR count, READDIRPLUS maxcount
+	dircount uint32          // READDIRPLUS
+	cookie   uint64          // READDIR, READDIRPLUS
+	verf     [8]byte         // READDIR, READDIRPLUS cookie verifier
+	data     []byte          // WRITE; aliases the message
+	how      nfs3.CreateMode // CREATE mode
+	ftype    nfs3.FileType   // MKNOD
+	spec     [2]uint32       // MKNOD device numbers
+	target   string          // SYMLINK
+	dirpath  string          // MOUNT MNT
 }
 
 // decodeArgs decodes the arguments of an NFS or MOUNT call. Every item must
@@ -110,92 +63,92 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 	rest := func() int { return len(b) - r.Offset() }
 	name := func() string { return string(r.Opaque(rest())) }
 
-	if prog == progMount {
-		if proc == mountMnt || proc == mountUmnt {
-			a.dirpath = string(r.Opaque(maxMountPath))
+	if prog == nfs3.MountProgram {
+		if proc == nfs3.MountProcMnt || proc == nfs3.MountProcUmnt {
+			a.dirpath = string(r.Opaque(nfs3.MountPathLen))
 		}
 		return a, r.Err() == nil
 	}
 
-	if proc == nfsNull {
+	if proc == nfs3.ProcNull {
 		return a, true
 	}
-	a.fh = r.Opaque(maxFH)
+	a.fh = r.Opaque(nfs3.FHSize)
 	switch proc {
-	case nfsGetattr, nfsReadlink, nfsFsstat, nfsFsinfo, nfsPathconf:
-	case nfsSetattr:
+	case nfs3.ProcGetattr, nfs3.ProcReadlink, nfs3.ProcFsstat, nfs3.ProcFsinfo, nfs3.ProcPathconf:
+	case nfs3.ProcSetattr:
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
 		if a.guard = r.Uint32() != 0; a.guard {
 			a.guardTim = [2]uint32{r.Uint32(), r.Uint32()}
 		}
-	case nfsLookup, nfsRemove, nfsRmdir:
+	case nfs3.ProcLookup, nfs3.ProcRemove, nfs3.ProcRmdir:
 		a.name = name()
-	case nfsAccess:
+	case nfs3.ProcAccess:
 		a.mask = r.Uint32()
-	case nfsRead:
+	case nfs3.ProcRead:
 		a.offset = r.Uint64()
 		a.count = min(r.Uint32(), maxIO)
-	case nfsWrite:
+	case nfs3.ProcWrite:
 		a.offset = r.Uint64()
 		a.count = r.Uint32()
-		a.stable = r.Uint32()
+		a.stable = nfs3.StableHow(r.Uint32())
 		a.data = r.Opaque(rest())
-		if a.stable > fileSync {
+		if a.stable > nfs3.FileSync {
 			return a, false
 		}
 		a.count = min(a.count, uint32(len(a.data)))
-	case nfsCreate:
+	case nfs3.ProcCreate:
 		a.name = name()
-		a.how = r.Uint32()
+		a.how = nfs3.CreateMode(r.Uint32())
 		switch {
-		case a.how < createExclusive:
+		case a.how < nfs3.Exclusive:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
-		case a.how == createExclusive:
+		case a.how == nfs3.Exclusive:
 			r.Fixed(8)
 		default:
 			return a, false
 		}
-	case nfsMkdir:
+	case nfs3.ProcMkdir:
 		a.name = name()
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
-	case nfsSymlink:
+	case nfs3.ProcSymlink:
 		a.name = name()
 		a.hasSattr = true
 		a.sattr = decodeSattr(&r)
 		a.target = string(r.Opaque(rest()))
-	case nfsMknod:
+	case nfs3.ProcMknod:
 		a.name = name()
-		a.ftype = r.Uint32()
+		a.ftype = nfs3.FileType(r.Uint32())
 		switch a.ftype {
-		case typeChr, typeBlk:
+		case nfs3.TypeChr, nfs3.TypeBlk:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
 			a.spec = [2]uint32{r.Uint32(), r.Uint32()}
-		case typeSock, typeFifo:
+		case nfs3.TypeSock, nfs3.TypeFifo:
 			a.hasSattr = true
 			a.sattr = decodeSattr(&r)
-		case typeReg, typeDir, typeLnk:
+		case nfs3.TypeReg, nfs3.TypeDir, nfs3.TypeLnk:
 		default:
 			return a, false
 		}
-	case nfsRename:
+	case nfs3.ProcRename:
 		a.name = name()
-		a.fh2 = r.Opaque(maxFH)
+		a.fh2 = r.Opaque(nfs3.FHSize)
 		a.name2 = name()
-	case nfsLink:
-		a.fh2 = r.Opaque(maxFH)
+	case nfs3.ProcLink:
+		a.fh2 = r.Opaque(nfs3.FHSize)
 		a.name = name()
-	case nfsReaddir, nfsReaddirplus:
+	case nfs3.ProcReaddir, nfs3.ProcReaddirplus:
 		a.cookie = r.Uint64()
 		copy(a.verf[:], r.Fixed(8))
-		if proc == nfsReaddirplus {
+		if proc == nfs3.ProcReaddirplus {
 			a.dircount = r.Uint32()
 		}
 		a.count = r.Uint32()
-	case nfsCommit:
+	case nfs3.ProcCommit:
 		r.Uint64()
 		r.Uint32()
 	}
@@ -216,20 +169,20 @@ func decodeSattr(r *xdr.Decoder) sattr {
 	if s.setSize = r.Uint32() != 0; s.setSize {
 		s.size = r.Uint64()
 	}
-	if s.atimeHow = r.Uint32(); s.atimeHow == timeClient {
+	if s.atimeHow = nfs3.SetTime(r.Uint32()); s.atimeHow == nfs3.ClientTime {
 		s.atime = [2]uint32{r.Uint32(), r.Uint32()}
 	}
-	if s.mtimeHow = r.Uint32(); s.mtimeHow == timeClient {
+	if s.mtimeHow = nfs3.SetTime(r.Uint32()); s.mtimeHow == nfs3.ClientTime {
 		s.mtime = [2]uint32{r.Uint32(), r.Uint32()}
 	}
-	if s.atimeHow > timeClient || s.mtimeHow > timeClient {
+	if s.atimeHow > nfs3.ClientTime || s.mtimeHow > nfs3.ClientTime {
 		r.Fail(xdr.ErrShort)
 	}
 	return s
 }
 
 // frontStatus is the NFS status the front answers a call with without
-// serving it, or nfs3OK.
+// serving it, or nfs3.OK.
 //
 // A handle that is not of our shape is STALE right away, as knfsd answers a
 // handle it cannot decode.
@@ -238,35 +191,35 @@ func decodeSattr(r *xdr.Decoder) sattr {
 // the kernel's lookup_one_len), and longer names than NAME_MAX with
 // NAMETOOLONG. "." and ".." name no new object: knfsd answers EXIST to make,
 // ACCES to remove and PERM to rename them (LOOKUP resolves them).
-func (a *nfsArgs) frontStatus(proc uint32) uint32 {
-	if proc == nfsNull {
-		return nfs3OK
+func (a *nfsArgs) frontStatus(proc uint32) nfs3.Status {
+	if proc == nfs3.ProcNull {
+		return nfs3.OK
 	}
-	if !wellFormedHandle(a.fh) || (proc == nfsRename || proc == nfsLink) && !wellFormedHandle(a.fh2) {
-		return nfs3ErrStale
+	if !wellFormedHandle(a.fh) || (proc == nfs3.ProcRename || proc == nfs3.ProcLink) && !wellFormedHandle(a.fh2) {
+		return nfs3.ErrStale
 	}
 	var names []string
 	switch proc {
-	case nfsLookup, nfsCreate, nfsMkdir, nfsSymlink, nfsMknod, nfsRemove, nfsRmdir, nfsLink:
+	case nfs3.ProcLookup, nfs3.ProcCreate, nfs3.ProcMkdir, nfs3.ProcSymlink, nfs3.ProcMknod, nfs3.ProcRemove, nfs3.ProcRmdir, nfs3.ProcLink:
 		names = []string{a.name}
-	case nfsRename:
+	case nfs3.ProcRename:
 		names = []string{a.name, a.name2}
 	}
 	for _, n := range names {
 		switch {
 		case n == "" || strings.ContainsAny(n, "/\x00"):
-			return nfs3ErrAcces
+			return nfs3.ErrAcces
 		case len(n) > maxName:
-			return nfs3ErrNameTooLong
+			return nfs3.ErrNameTooLong
 		case n != "." && n != "..":
-		case proc == nfsLookup:
-		case proc == nfsRemove || proc == nfsRmdir:
-			return nfs3ErrAcces
-		case proc == nfsRename:
-			return nfs3ErrPerm
+		case proc == nfs3.ProcLookup:
+		case proc == nfs3.ProcRemove || proc == nfs3.ProcRmdir:
+			return nfs3.ErrAcces
+		case proc == nfs3.ProcRename:
+			return nfs3.ErrPerm
 		default:
-			return nfs3ErrExist
+			return nfs3.ErrExist
 		}
 	}
-	return nfs3OK
+	return nfs3.OK
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
@@ -15,27 +16,27 @@ import (
 const fattrSize = 84
 
 // ftype3 of a statx mode.
-func ftypeOf(mode uint16) uint32 {
+func ftypeOf(mode uint16) nfs3.FileType {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		return typeDir
+		return nfs3.TypeDir
 	case unix.S_IFLNK:
-		return typeLnk
+		return nfs3.TypeLnk
 	case unix.S_IFBLK:
-		return typeBlk
+		return nfs3.TypeBlk
 	case unix.S_IFCHR:
-		return typeChr
+		return nfs3.TypeChr
 	case unix.S_IFSOCK:
-		return typeSock
+		return nfs3.TypeSock
 	case unix.S_IFIFO:
-		return typeFifo
+		return nfs3.TypeFifo
 	}
-	return typeReg
+	return nfs3.TypeReg
 }
 
 // putFattr encodes a fattr3.
 func putFattr(w *xdr.Encoder, st *unix.Statx_t) {
-	w.Uint32(ftypeOf(st.Mode))
+	w.Uint32(uint32(ftypeOf(st.Mode)))
 	w.Uint32(uint32(st.Mode) & 0o7777)
 	w.Uint32(st.Nlink)
 	w.Uint32(st.Uid)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -210,7 +211,7 @@ func (c *testClient) call(prog, vers, proc uint32, cr *sysCred, args []byte) rpc
 // positioned at the nfsstat3.
 func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdr.Encoder) *xdr.Decoder {
 	c.t.Helper()
-	rep := c.call(progNFS, versNFS, proc, cr, args.Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, proc, cr, args.Buf)
 	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.Success) {
 		c.t.Fatalf("NFS proc %d: reply_stat %d stat %d", proc, rep.replyStat, rep.stat)
 	}
@@ -220,14 +221,15 @@ func (c *testClient) nfs(proc uint32, cr *sysCred, args *xdr.Encoder) *xdr.Decod
 func args() *xdr.Encoder { return &xdr.Encoder{} }
 
 type fattr struct {
-	typ, mode, nlink, uid, gid uint32
-	size, fileid               uint64
-	atime, mtime, ctime        [2]uint32
+	typ                   nfs3.FileType
+	mode, nlink, uid, gid uint32
+	size, fileid          uint64
+	atime, mtime, ctime   [2]uint32
 }
 
 func readFattr(r *xdr.Decoder) fattr {
 	var a fattr
-	a.typ = r.Uint32()
+	a.typ = nfs3.FileType(r.Uint32())
 	a.mode = r.Uint32()
 	a.nlink = r.Uint32()
 	a.uid = r.Uint32()
@@ -258,17 +260,17 @@ func skipWcc(r *xdr.Decoder) {
 	readPostOpAttr(r)
 }
 
-func (c *testClient) mount(path string) (uint32, []byte) {
+func (c *testClient) mount(path string) (nfs3.MountStatus, []byte) {
 	c.t.Helper()
 	a := args()
 	a.Opaque([]byte(path))
-	rep := c.call(progMount, versMount, mountMnt, asRoot, a.Buf)
+	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcMnt, asRoot, a.Buf)
 	r := decoder(rep.body)
-	st := r.Uint32()
-	if st != 0 {
+	st := nfs3.MountStatus(r.Uint32())
+	if st != nfs3.MountOK {
 		return st, nil
 	}
-	fh := r.Opaque(maxFH)
+	fh := r.Opaque(nfs3.FHSize)
 	n := r.Uint32()
 	if n != 1 || r.Uint32() != uint32(sunrpc.AuthSys) {
 		c.t.Fatalf("MNT flavors: want [AUTH_SYS]")
@@ -292,24 +294,24 @@ func dirop(fh []byte, name string) *xdr.Encoder {
 	return a
 }
 
-func (c *testClient) lookup(cr *sysCred, dir []byte, name string) (uint32, []byte) {
+func (c *testClient) lookup(cr *sysCred, dir []byte, name string) (nfs3.Status, []byte) {
 	c.t.Helper()
-	r := c.nfs(nfsLookup, cr, dirop(dir, name))
-	if st := r.Uint32(); st != nfs3OK {
+	r := c.nfs(nfs3.ProcLookup, cr, dirop(dir, name))
+	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
-	return nfs3OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(nfs3.FHSize)
 }
 
-func (c *testClient) getattr(cr *sysCred, fh []byte) (uint32, fattr) {
+func (c *testClient) getattr(cr *sysCred, fh []byte) (nfs3.Status, fattr) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
-	r := c.nfs(nfsGetattr, cr, a)
-	if st := r.Uint32(); st != nfs3OK {
+	r := c.nfs(nfs3.ProcGetattr, cr, a)
+	if st := getStatus(r); st != nfs3.OK {
 		return st, fattr{}
 	}
-	return nfs3OK, readFattr(r)
+	return nfs3.OK, readFattr(r)
 }
 
 func writeSattr(a *xdr.Encoder, mode int64) {
@@ -326,71 +328,73 @@ func writeSattr(a *xdr.Encoder, mode int64) {
 	a.Uint32(0) // mtime
 }
 
-func (c *testClient) create(cr *sysCred, dir []byte, name string, how uint32, mode int64) (uint32, []byte) {
+func (c *testClient) create(cr *sysCred, dir []byte, name string, how nfs3.CreateMode, mode int64) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
-	a.Uint32(how)
-	if how == createExclusive {
+	a.Uint32(uint32(how))
+	if how == nfs3.Exclusive {
 		a.Uint64(42)
 	} else {
 		writeSattr(a, mode)
 	}
-	r := c.nfs(nfsCreate, cr, a)
-	if st := r.Uint32(); st != nfs3OK {
+	r := c.nfs(nfs3.ProcCreate, cr, a)
+	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
 	if r.Uint32() == 0 {
 		c.t.Fatalf("CREATE: no handle")
 	}
-	return nfs3OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(nfs3.FHSize)
 }
 
-func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (uint32, []byte) {
+func (c *testClient) mkdir(cr *sysCred, dir []byte, name string, mode int64) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := dirop(dir, name)
 	writeSattr(a, mode)
-	r := c.nfs(nfsMkdir, cr, a)
-	if st := r.Uint32(); st != nfs3OK {
+	r := c.nfs(nfs3.ProcMkdir, cr, a)
+	if st := getStatus(r); st != nfs3.OK {
 		return st, nil
 	}
 	r.Uint32()
-	return nfs3OK, r.Opaque(maxFH)
+	return nfs3.OK, r.Opaque(nfs3.FHSize)
 }
 
 type writeRes struct {
-	status, count, committed uint32
-	verf                     []byte
+	status    nfs3.Status
+	count     uint32
+	committed nfs3.StableHow
+	verf      []byte
 }
 
-func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stable uint32) writeRes {
+func (c *testClient) write(cr *sysCred, fh []byte, off uint64, data []byte, stable nfs3.StableHow) writeRes {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint64(off)
 	a.Uint32(uint32(len(data)))
-	a.Uint32(stable)
+	a.Uint32(uint32(stable))
 	a.Opaque(data)
-	r := c.nfs(nfsWrite, cr, a)
-	res := writeRes{status: r.Uint32()}
+	r := c.nfs(nfs3.ProcWrite, cr, a)
+	res := writeRes{status: getStatus(r)}
 	skipWcc(r)
-	if res.status == nfs3OK {
+	if res.status == nfs3.OK {
 		res.count = r.Uint32()
-		res.committed = r.Uint32()
+		res.committed = nfs3.StableHow(r.Uint32())
 		res.verf = r.Fixed(8)
 	}
 	return res
 }
 
-func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (uint32, []byte, bool) {
+func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (nfs3.Status, []byte, bool) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint64(off)
 	a.Uint32(count)
-	r := c.nfs(nfsRead, cr, a)
-	st := r.Uint32()
+	r := c.nfs(nfs3.ProcRead, cr, a)
+	st := getStatus(r)
 	readPostOpAttr(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, nil, false
 	}
 	r.Uint32() // count
@@ -398,40 +402,43 @@ func (c *testClient) read(cr *sysCred, fh []byte, off uint64, count uint32) (uin
 	return st, r.Opaque(1 << 30), eof
 }
 
-func (c *testClient) commit(cr *sysCred, fh []byte) (uint32, []byte) {
+func (c *testClient) commit(cr *sysCred, fh []byte) (nfs3.Status, []byte) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint64(0)
 	a.Uint32(0)
-	r := c.nfs(nfsCommit, cr, a)
-	st := r.Uint32()
+	r := c.nfs(nfs3.ProcCommit, cr, a)
+	st := getStatus(r)
 	skipWcc(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, nil
 	}
 	return st, r.Fixed(8)
 }
 
-func (c *testClient) access(cr *sysCred, fh []byte, mask uint32) (uint32, uint32) {
+func (c *testClient) access(cr *sysCred, fh []byte, mask uint32) (nfs3.Status, uint32) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(fh)
 	a.Uint32(mask)
-	r := c.nfs(nfsAccess, cr, a)
-	st := r.Uint32()
+	r := c.nfs(nfs3.ProcAccess, cr, a)
+	st := getStatus(r)
 	readPostOpAttr(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, 0
 	}
 	return st, r.Uint32()
 }
 
 // status makes a call whose result starts with an nfsstat3 and returns it.
-func (c *testClient) status(proc uint32, cr *sysCred, a *xdr.Encoder) uint32 {
+func (c *testClient) status(proc uint32, cr *sysCred, a *xdr.Encoder) nfs3.Status {
 	c.t.Helper()
-	return c.nfs(proc, cr, a).Uint32()
+	return getStatus(c.nfs(proc, cr, a))
 }
+
+// getStatus decodes an nfsstat3.
+func getStatus(r *xdr.Decoder) nfs3.Status { return nfs3.Status(r.Uint32()) }
 
 func fhArg(fh []byte) *xdr.Encoder {
 	a := args()
@@ -447,7 +454,7 @@ type dirEntry struct {
 	fh     []byte
 }
 
-func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []byte, dircount, maxcount uint32) (uint32, []dirEntry, []byte, bool) {
+func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []byte, dircount, maxcount uint32) (nfs3.Status, []dirEntry, []byte, bool) {
 	c.t.Helper()
 	a := args()
 	a.Opaque(dir)
@@ -455,10 +462,10 @@ func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []
 	a.Buf = append(a.Buf, verf...)
 	a.Uint32(dircount)
 	a.Uint32(maxcount)
-	r := c.nfs(nfsReaddirplus, cr, a)
-	st := r.Uint32()
+	r := c.nfs(nfs3.ProcReaddirplus, cr, a)
+	st := getStatus(r)
 	readPostOpAttr(r)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		return st, nil, nil, false
 	}
 	newVerf := r.Fixed(8)
@@ -470,7 +477,7 @@ func (c *testClient) readdirplus(cr *sysCred, dir []byte, cookie uint64, verf []
 		e.cookie = r.Uint64()
 		e.attr = readPostOpAttr(r)
 		if r.Uint32() != 0 {
-			e.fh = r.Opaque(maxFH)
+			e.fh = r.Opaque(nfs3.FHSize)
 		}
 		ents = append(ents, e)
 	}

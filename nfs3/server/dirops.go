@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,7 +14,7 @@ import (
 // like knfsd, ".." of the export's root is the root itself.
 func (w *worker) lookup(xid uint32, dir *node, name string) []byte {
 	if !dir.isDir() {
-		return attrErrorReply(xid, nfs3ErrNotDir, &dir.st)
+		return attrErrorReply(xid, nfs3.ErrNotDir, &dir.st)
 	}
 	var fh []byte
 	var st unix.Statx_t
@@ -46,7 +47,7 @@ func (w *worker) lookup(xid uint32, dir *node, name string) []byte {
 	}
 	w.srv.remember(fh, st.Mode, dir.fh, name)
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	out.Opaque(fh)
 	putPostOpAttr(out, &st)
 	putPostOpAttr(out, attrsOf(dir.fd))
@@ -90,14 +91,14 @@ func (w *worker) createReply(xid uint32, err error, obj *node, dir *node, pre *u
 		var fh []byte
 		fh, err = w.srv.handleOf(obj.fd, &obj.st)
 		if err == nil {
-			out.Uint32(nfs3OK)
+			putStatus(out, nfs3.OK)
 			putPostOpFH(out, fh)
 			putPostOpAttr(out, attrsOf(obj.fd))
 			w.srv.remember(fh, obj.st.Mode, dir.fh, name)
 		}
 	}
 	if err != nil {
-		out.Uint32(statusOf(err))
+		putStatus(out, statusOf(err))
 	}
 	putWcc(out, pre, attrsOf(dir.fd))
 	return out.Buf
@@ -109,12 +110,12 @@ func (w *worker) createReply(xid uint32, err error, obj *node, dir *node, pre *u
 func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 	pre := dir.st
 	switch {
-	case a.how == createExclusive:
-		return wccErrorReply(xid, nfs3ErrNotSupp, &pre, &pre)
+	case a.how == nfs3.Exclusive:
+		return wccErrorReply(xid, nfs3.ErrNotSupp, &pre, &pre)
 	case w.readOnly():
-		return wccErrorReply(xid, nfs3ErrROFS, &pre, &pre)
+		return wccErrorReply(xid, nfs3.ErrROFS, &pre, &pre)
 	case !dir.isDir():
-		return wccErrorReply(xid, nfs3ErrNotDir, &pre, &pre)
+		return wccErrorReply(xid, nfs3.ErrNotDir, &pre, &pre)
 	}
 	obj := &node{fd: -1}
 	defer obj.close()
@@ -123,7 +124,7 @@ func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 		// Read-only access: a new file may be opened so whatever its
 		// mode.
 		fd, err := unix.Openat(dir.fd, a.name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, mode)
-		if err == unix.EEXIST && a.how == createUnchecked {
+		if err == unix.EEXIST && a.how == nfs3.Unchecked {
 			if obj.fd, err = lookupAt(dir.fd, a.name); err != nil {
 				return err
 			}
@@ -163,25 +164,25 @@ func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 	pre := dir.st
 	var typ uint32
-	if proc == nfsMknod {
+	if proc == nfs3.ProcMknod {
 		switch a.ftype {
-		case typeChr:
+		case nfs3.TypeChr:
 			typ = unix.S_IFCHR
-		case typeBlk:
+		case nfs3.TypeBlk:
 			typ = unix.S_IFBLK
-		case typeSock:
+		case nfs3.TypeSock:
 			typ = unix.S_IFSOCK
-		case typeFifo:
+		case nfs3.TypeFifo:
 			typ = unix.S_IFIFO
 		default:
-			return wccErrorReply(xid, nfs3ErrBadType, &pre, &pre) // MKNOD makes special files only
+			return wccErrorReply(xid, nfs3.ErrBadType, &pre, &pre) // MKNOD makes special files only
 		}
 	}
 	switch {
 	case w.readOnly():
-		return wccErrorReply(xid, nfs3ErrROFS, &pre, &pre)
+		return wccErrorReply(xid, nfs3.ErrROFS, &pre, &pre)
 	case !dir.isDir():
-		return wccErrorReply(xid, nfs3ErrNotDir, &pre, &pre)
+		return wccErrorReply(xid, nfs3.ErrNotDir, &pre, &pre)
 	}
 	obj := &node{fd: -1}
 	defer obj.close()
@@ -189,11 +190,11 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 		var err error
 		mode, exact := requestedMode(a, 0o755)
 		switch proc {
-		case nfsMkdir:
+		case nfs3.ProcMkdir:
 			err = unix.Mkdirat(dir.fd, a.name, mode)
-		case nfsSymlink:
+		case nfs3.ProcSymlink:
 			err = unix.Symlinkat(a.target, dir.fd, a.name)
-		case nfsMknod:
+		case nfs3.ProcMknod:
 			mode, _ = requestedMode(a, 0o644)
 			exact = true
 			err = unix.Mknodat(dir.fd, a.name, typ|mode, int(unix.Mkdev(a.spec[0], a.spec[1])))
@@ -207,7 +208,7 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 		if err := statFD(obj.fd, &obj.st); err != nil {
 			return err
 		}
-		if exact && proc != nfsSymlink {
+		if exact && proc != nfs3.ProcSymlink {
 			if err := fixMode(obj, mode); err != nil {
 				return err
 			}
@@ -238,15 +239,15 @@ func (w *worker) remove(xid, proc uint32, dir *node, name string) []byte {
 	pre := dir.st
 	switch {
 	case w.readOnly():
-		return wccErrorReply(xid, nfs3ErrROFS, &pre, &pre)
+		return wccErrorReply(xid, nfs3.ErrROFS, &pre, &pre)
 	case !dir.isDir():
-		return wccErrorReply(xid, nfs3ErrNotDir, &pre, &pre)
+		return wccErrorReply(xid, nfs3.ErrNotDir, &pre, &pre)
 	}
 	var gone []byte
 	err := w.as(func() error {
 		gone, _ = w.srv.handleAt(dir.fd, name)
 		flags := 0
-		if proc == nfsRmdir {
+		if proc == nfs3.ProcRmdir {
 			flags = unix.AT_REMOVEDIR
 		}
 		return unix.Unlinkat(dir.fd, name, flags)
@@ -269,20 +270,20 @@ func (s *Server) forget(fh []byte) {
 func (w *worker) rename(xid uint32, from *node, a *nfsArgs) []byte {
 	to, err := w.srv.open(a.fh2)
 	if err != nil {
-		return nfsErrorReply(xid, nfsRename, nfs3ErrStale)
+		return nfsErrorReply(xid, nfs3.ProcRename, nfs3.ErrStale)
 	}
 	defer to.close()
 	fromPre, toPre := from.st, to.st
-	var status uint32
+	var status nfs3.Status
 	switch {
 	case w.readOnly():
-		status = nfs3ErrROFS
+		status = nfs3.ErrROFS
 	case !from.isDir() || !to.isDir():
-		status = nfs3ErrNotDir
+		status = nfs3.ErrNotDir
 	}
-	if status != nfs3OK {
+	if status != nfs3.OK {
 		out := successHeader(xid)
-		out.Uint32(status)
+		putStatus(out, status)
 		putWcc(out, &fromPre, &fromPre)
 		putWcc(out, &toPre, &toPre)
 		return out.Buf
@@ -307,7 +308,7 @@ func (w *worker) rename(xid uint32, from *node, a *nfsArgs) []byte {
 		}
 	}
 	out := successHeader(xid)
-	out.Uint32(statusOf(err))
+	putStatus(out, statusOf(err))
 	putWcc(out, &fromPre, attrsOf(from.fd))
 	putWcc(out, &toPre, attrsOf(to.fd))
 	return out.Buf
@@ -319,7 +320,7 @@ func (w *worker) rename(xid uint32, from *node, a *nfsArgs) []byte {
 func (w *worker) link(xid uint32, file *node, a *nfsArgs) []byte {
 	dir, err := w.srv.open(a.fh2)
 	if err != nil {
-		return nfsErrorReply(xid, nfsLink, nfs3ErrStale)
+		return nfsErrorReply(xid, nfs3.ProcLink, nfs3.ErrStale)
 	}
 	defer dir.close()
 	pre := dir.st
@@ -334,7 +335,7 @@ func (w *worker) link(xid uint32, file *node, a *nfsArgs) []byte {
 		})
 	}
 	out := successHeader(xid)
-	out.Uint32(statusOf(err))
+	putStatus(out, statusOf(err))
 	putPostOpAttr(out, attrsOf(file.fd))
 	putWcc(out, &pre, attrsOf(dir.fd))
 	return out.Buf

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,30 +19,30 @@ import (
 // setuid cleared by a write.
 
 // setattrTimes sends SETATTR of atime and mtime only.
-func (c *testClient) setattrTimes(cr *sysCred, fh []byte, atimeHow uint32, atime [2]uint32, mtimeHow uint32, mtime [2]uint32) uint32 {
+func (c *testClient) setattrTimes(cr *sysCred, fh []byte, atimeHow nfs3.SetTime, atime [2]uint32, mtimeHow nfs3.SetTime, mtime [2]uint32) nfs3.Status {
 	c.t.Helper()
 	a := fhArg(fh)
 	a.Uint32(0) // mode
 	a.Uint32(0) // uid
 	a.Uint32(0) // gid
 	a.Uint32(0) // size
-	a.Uint32(atimeHow)
-	if atimeHow == timeClient {
+	a.Uint32(uint32(atimeHow))
+	if atimeHow == nfs3.ClientTime {
 		a.Uint32(atime[0])
 		a.Uint32(atime[1])
 	}
-	a.Uint32(mtimeHow)
-	if mtimeHow == timeClient {
+	a.Uint32(uint32(mtimeHow))
+	if mtimeHow == nfs3.ClientTime {
 		a.Uint32(mtime[0])
 		a.Uint32(mtime[1])
 	}
 	a.Uint32(0) // no guard
-	return c.status(nfsSetattr, cr, a)
+	return c.status(nfs3.ProcSetattr, cr, a)
 }
 
 // setattrSize sends SETATTR of the size with the mtime set to the server's
 // time: what the kernel client sends for truncate(2) and open(O_TRUNC).
-func (c *testClient) setattrSize(cr *sysCred, fh []byte, size uint64) uint32 {
+func (c *testClient) setattrSize(cr *sysCred, fh []byte, size uint64) nfs3.Status {
 	c.t.Helper()
 	a := fhArg(fh)
 	a.Uint32(0) // mode
@@ -49,10 +50,10 @@ func (c *testClient) setattrSize(cr *sysCred, fh []byte, size uint64) uint32 {
 	a.Uint32(0) // gid
 	a.Uint32(1) // size
 	a.Uint64(size)
-	a.Uint32(timeDontChange)
-	a.Uint32(timeServer)
+	a.Uint32(uint32(nfs3.DontChange))
+	a.Uint32(uint32(nfs3.ServerTime))
 	a.Uint32(0) // no guard
-	return c.status(nfsSetattr, cr, a)
+	return c.status(nfs3.ProcSetattr, cr, a)
 }
 
 func statxOf(t *testing.T, path string) unix.Statx_t {
@@ -96,7 +97,7 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 	l := fhArg(fh)
 	l.Opaque(rootFH)
 	l.Opaque([]byte("g"))
-	if st := c.status(nfsLink, asRoot, l); st != nfs3OK {
+	if st := c.status(nfs3.ProcLink, asRoot, l); st != nfs3.OK {
 		t.Fatalf("LINK: %d", st)
 	}
 	_, d := c.getattr(asRoot, fh)
@@ -106,7 +107,7 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 
 	// SETATTR of atime alone (touch -a) keeps mtime; of mtime alone keeps
 	// atime.
-	if st := c.setattrTimes(asRoot, fh, timeClient, [2]uint32{1_300_000_000, 7}, timeDontChange, [2]uint32{}); st != nfs3OK {
+	if st := c.setattrTimes(asRoot, fh, nfs3.ClientTime, [2]uint32{1_300_000_000, 7}, nfs3.DontChange, [2]uint32{}); st != nfs3.OK {
 		t.Fatalf("SETATTR atime: %d", st)
 	}
 	got := statxOf(t, path)
@@ -118,7 +119,7 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 	}
 	// SET_TO_SERVER_TIME is now, for both.
 	before := time.Now().Add(-time.Second).Unix()
-	if st := c.setattrTimes(asRoot, fh, timeServer, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3OK {
+	if st := c.setattrTimes(asRoot, fh, nfs3.ServerTime, [2]uint32{}, nfs3.ServerTime, [2]uint32{}); st != nfs3.OK {
 		t.Fatalf("SETATTR to server time: %d", st)
 	}
 	got = statxOf(t, path)
@@ -127,16 +128,16 @@ func TestAttributesAreTheFilesOwn(t *testing.T) {
 	}
 	// As in knfsd, "now" needs write permission, a client time ownership.
 	os.Chmod(path, 0o666)
-	if st := c.setattrTimes(asUser(2000), fh, timeServer, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3OK {
+	if st := c.setattrTimes(asUser(2000), fh, nfs3.ServerTime, [2]uint32{}, nfs3.ServerTime, [2]uint32{}); st != nfs3.OK {
 		t.Errorf("SETATTR to server time by a writer: %d", st)
 	}
-	if st := c.setattrTimes(asUser(2000), fh, timeClient, [2]uint32{5, 0}, timeClient, [2]uint32{5, 0}); st != nfs3ErrPerm {
+	if st := c.setattrTimes(asUser(2000), fh, nfs3.ClientTime, [2]uint32{5, 0}, nfs3.ClientTime, [2]uint32{5, 0}); st != nfs3.ErrPerm {
 		t.Errorf("SETATTR to a client time by a writer who is not the owner: %d, want PERM", st)
 	}
 	// A symlink's own times.
 	os.Symlink("f", filepath.Join(root, "s"))
 	sfh := c.mustLookup(rootFH, "s")
-	if st := c.setattrTimes(asRoot, sfh, timeClient, [2]uint32{1_100_000_000, 0}, timeClient, [2]uint32{1_100_000_000, 9}); st != nfs3OK {
+	if st := c.setattrTimes(asRoot, sfh, nfs3.ClientTime, [2]uint32{1_100_000_000, 0}, nfs3.ClientTime, [2]uint32{1_100_000_000, 9}); st != nfs3.OK {
 		t.Fatalf("SETATTR times of a symlink: %d", st)
 	}
 	if ls := statxOf(t, filepath.Join(root, "s")); nfsTime(ls.Mtime) != [2]uint32{1_100_000_000, 9} {
@@ -170,12 +171,12 @@ func TestLookupDots(t *testing.T) {
 		{"e/..", e, "..", d, filepath.Join(root, "d")},
 		{"e/.", e, ".", e, filepath.Join(root, "d", "e")},
 	} {
-		r := c.nfs(nfsLookup, asUser(1000), dirop(tc.dir, tc.name))
-		if st := r.Uint32(); st != nfs3OK {
+		r := c.nfs(nfs3.ProcLookup, asUser(1000), dirop(tc.dir, tc.name))
+		if st := getStatus(r); st != nfs3.OK {
 			t.Errorf("LOOKUP %s: %d", tc.what, st)
 			continue
 		}
-		fh := r.Opaque(maxFH)
+		fh := r.Opaque(nfs3.FHSize)
 		obj := readPostOpAttr(r)
 		if !bytes.Equal(fh, tc.want) || obj == nil || obj.fileid != statxOf(t, tc.wantInode).Ino {
 			t.Errorf("LOOKUP %s: handle %x attrs %+v, want %x (inode of %s)", tc.what, fh, obj, tc.want, tc.wantInode)
@@ -195,25 +196,25 @@ func TestDeepPath(t *testing.T) {
 	dir := c.root()
 	for i := 0; i < depth; i++ {
 		st, fh := c.mkdir(asRoot, dir, name, 0o755)
-		if st != nfs3OK {
+		if st != nfs3.OK {
 			t.Fatalf("MKDIR at depth %d: %d", i, st)
 		}
 		dir = fh
 	}
 	st, fh := c.create(asRoot, dir, "file", 0, 0o644)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE at depth %d: %d", depth, st)
 	}
-	if w := c.write(asRoot, fh, 0, []byte("deep"), fileSync); w.status != nfs3OK {
+	if w := c.write(asRoot, fh, 0, []byte("deep"), nfs3.FileSync); w.status != nfs3.OK {
 		t.Fatalf("WRITE: %d", w.status)
 	}
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "deep" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "deep" {
 		t.Fatalf("READ: %d %q", st, data)
 	}
-	if st, a := c.getattr(asRoot, dir); st != nfs3OK || a.typ != typeDir {
+	if st, a := c.getattr(asRoot, dir); st != nfs3.OK || a.typ != nfs3.TypeDir {
 		t.Fatalf("GETATTR of the deepest directory: %d", st)
 	}
-	if st, _, _, _ := c.readdirplus(asRoot, dir, 0, make([]byte, 8), 4096, 8192); st != nfs3OK {
+	if st, _, _, _ := c.readdirplus(asRoot, dir, 0, make([]byte, 8), 4096, 8192); st != nfs3.OK {
 		t.Fatalf("READDIRPLUS of the deepest directory: %d", st)
 	}
 	// On the server: the data is where the path says.
@@ -245,17 +246,17 @@ func TestDeepPath(t *testing.T) {
 	// directory is found by walking up, the file by a search.
 	_, addr2 := startServer(t, Options{Root: root, Export: trusted})
 	c2 := dialServer(t, addr2)
-	if st, data, _ := c2.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "deep" {
+	if st, data, _ := c2.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "deep" {
 		t.Fatalf("READ after a restart: %d %q", st, data)
 	}
-	if st, _ := c2.getattr(asRoot, dir); st != nfs3OK {
+	if st, _ := c2.getattr(asRoot, dir); st != nfs3.OK {
 		t.Fatalf("GETATTR of the deepest directory after a restart: %d", st)
 	}
 	// REMOVE and RMDIR at depth.
-	if st := c2.status(nfsRemove, asRoot, dirop(dir, "file")); st != nfs3OK {
+	if st := c2.status(nfs3.ProcRemove, asRoot, dirop(dir, "file")); st != nfs3.OK {
 		t.Fatalf("REMOVE at depth: %d", st)
 	}
-	if st, _ := c2.getattr(asRoot, fh); st != nfs3ErrStale {
+	if st, _ := c2.getattr(asRoot, fh); st != nfs3.ErrStale {
 		t.Fatalf("GETATTR of the removed file: %d, want STALE", st)
 	}
 }
@@ -289,7 +290,7 @@ func TestWriteClearsSetuid(t *testing.T) {
 		if err := syscall.Chmod(path, 0o6777); err != nil {
 			t.Fatal(err)
 		}
-		if w := c.write(tc.who, fh, 0, []byte("#"), unstable); w.status != nfs3OK {
+		if w := c.write(tc.who, fh, 0, []byte("#"), nfs3.Unstable); w.status != nfs3.OK {
 			t.Fatalf("WRITE as %+v: %d", tc.who, w.status)
 		}
 		m := mode()
@@ -329,7 +330,7 @@ func TestFileCacheLetsGo(t *testing.T) {
 	written := func(name string) []byte {
 		t.Helper()
 		_, fh := c.create(asRoot, rootFH, name, 0, 0o755)
-		if w := c.write(asRoot, fh, 0, bytes.Repeat([]byte("x"), 1<<20), unstable); w.status != nfs3OK {
+		if w := c.write(asRoot, fh, 0, bytes.Repeat([]byte("x"), 1<<20), nfs3.Unstable); w.status != nfs3.OK {
 			t.Fatalf("WRITE %s: %d", name, w.status)
 		}
 		if n := openFDsOf(t, filepath.Join(root, name)); n != 1 {
@@ -343,7 +344,7 @@ func TestFileCacheLetsGo(t *testing.T) {
 	keep, _ := os.Open(filepath.Join(root, "removed")) // to see the inode go
 	var before unix.Stat_t
 	unix.Fstat(int(keep.Fd()), &before)
-	if st := c.status(nfsRemove, asRoot, dirop(rootFH, "removed")); st != nfs3OK {
+	if st := c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "removed")); st != nfs3.OK {
 		t.Fatalf("REMOVE: %d", st)
 	}
 	keep.Close()
@@ -359,7 +360,7 @@ func TestFileCacheLetsGo(t *testing.T) {
 	r := dirop(rootFH, "new")
 	r.Opaque(rootFH)
 	r.Opaque([]byte("target"))
-	if st := c.status(nfsRename, asRoot, r); st != nfs3OK {
+	if st := c.status(nfs3.ProcRename, asRoot, r); st != nfs3.OK {
 		t.Fatalf("RENAME: %d", st)
 	}
 	if n := countOpen(t, tst.Ino); n != 0 {
@@ -402,14 +403,14 @@ func TestReaddirCookiesAreOffsets(t *testing.T) {
 	rootFH := c.root()
 	verf := []byte{1, 2, 3, 4, 5, 6, 7, 8}
 	st, all, gotVerf, eof := c.readdirplus(asRoot, rootFH, 0, verf, 1<<16, 1<<20)
-	if st != nfs3OK || !eof || len(all) != 102 || !bytes.Equal(gotVerf, verf) {
+	if st != nfs3.OK || !eof || len(all) != 102 || !bytes.Equal(gotVerf, verf) {
 		t.Fatalf("READDIRPLUS of 100 files: %d, %d entries, eof %v, verifier %x", st, len(all), eof, gotVerf)
 	}
 	// From the middle, on a new server: the same entries follow.
 	_, addr2 := startServer(t, Options{Root: root, Export: trusted})
 	c2 := dialServer(t, addr2)
 	st, rest, _, eof := c2.readdirplus(asRoot, rootFH, all[49].cookie, verf, 1<<16, 1<<20)
-	if st != nfs3OK || !eof || len(rest) != len(all)-50 {
+	if st != nfs3.OK || !eof || len(rest) != len(all)-50 {
 		t.Fatalf("READDIRPLUS from cookie %d: %d, %d entries", all[49].cookie, st, len(rest))
 	}
 	for i, e := range rest {
@@ -423,7 +424,7 @@ func TestReaddirCookiesAreOffsets(t *testing.T) {
 	a.Fixed(verf)
 	a.Uint32(10)
 	a.Uint32(readdirHead + 8)
-	if st := c.status(nfsReaddirplus, asRoot, a); st != nfs3ErrTooSmall {
+	if st := c.status(nfs3.ProcReaddirplus, asRoot, a); st != nfs3.ErrTooSmall {
 		t.Errorf("READDIRPLUS with room for no entry: %d, want TOOSMALL", st)
 	}
 }
@@ -443,7 +444,7 @@ func TestStrangerSetsMtimeToNow(t *testing.T) {
 	_, addr := startServer(t, Options{Root: root, Export: trusted})
 	c := dialServer(t, addr)
 	fh := c.mustLookup(c.root(), "shared")
-	if st := c.setattrTimes(asUser(2000), fh, timeDontChange, [2]uint32{}, timeServer, [2]uint32{}); st != nfs3OK {
+	if st := c.setattrTimes(asUser(2000), fh, nfs3.DontChange, [2]uint32{}, nfs3.ServerTime, [2]uint32{}); st != nfs3.OK {
 		t.Fatalf("SETATTR mtime=server time by a stranger who may write: status %d, want NFS3_OK", st)
 	}
 	if mt := statxOf(t, path).Mtime; mt.Sec == old.Unix() {
@@ -452,7 +453,7 @@ func TestStrangerSetsMtimeToNow(t *testing.T) {
 	// What the kernel client sends for open(O_TRUNC): size 0 and mtime
 	// set to the server's time.
 	os.Chtimes(path, old, old)
-	if st := c.setattrSize(asUser(2000), fh, 0); st != nfs3OK {
+	if st := c.setattrSize(asUser(2000), fh, 0); st != nfs3.OK {
 		t.Fatalf("SETATTR size 0, mtime=server time by a stranger who may write: status %d, want NFS3_OK", st)
 	}
 	if st := statxOf(t, path); st.Size != 0 || st.Mtime.Sec == old.Unix() {
@@ -475,7 +476,7 @@ func TestTruncateKeepsSetuid(t *testing.T) {
 		if err := syscall.Chmod(path, 0o6777); err != nil {
 			t.Fatal(err)
 		}
-		if st := c.setattrSize(who, fh, 3); st != nfs3OK {
+		if st := c.setattrSize(who, fh, 3); st != nfs3.OK {
 			t.Fatalf("SETATTR size 3 as uid %d: status %d", who.uid, st)
 		}
 		fi, err := os.Stat(path)
@@ -490,7 +491,7 @@ func TestTruncateKeepsSetuid(t *testing.T) {
 	// a stranger on any credential thread still clears setuid.
 	for range 2 * credThreads {
 		syscall.Chmod(path, 0o6777)
-		if w := c.write(asUser(2000), fh, 0, []byte("#"), unstable); w.status != nfs3OK {
+		if w := c.write(asUser(2000), fh, 0, []byte("#"), nfs3.Unstable); w.status != nfs3.OK {
 			t.Fatalf("WRITE: %d", w.status)
 		}
 		if fi, _ := os.Stat(path); fi.Mode()&os.ModeSetuid != 0 {

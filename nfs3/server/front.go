@@ -7,36 +7,21 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// The programs the front knows. The numbers of RPC messages themselves
-// are package sunrpc's.
-const (
-	progNFS   = 100003
-	progMount = 100005
-	versNFS   = 3
-	versMount = 3
+// The numbers of the protocols the front answers (programs, procedures,
+// statuses) are package nfs3's, those of RPC messages themselves package
+// sunrpc's.
 
+const (
 	nobody = 65534 // knfsd's default anonuid and anongid
 
 	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
 	// proc and two empty opaque_auth.
 	minCallLen = 40
-)
-
-// MOUNT v3 procedures (RFC 1813 appendix I).
-const (
-	mountNull    = 0
-	mountMnt     = 1
-	mountDump    = 2
-	mountUmnt    = 3
-	mountUmntAll = 4
-	mountExport  = 5
-	mountMaxProc = 5
-
-	maxMountPath = 1024 // MNTPATHLEN
 )
 
 // errNotCall means the message is not an RPC call the front could even answer
@@ -107,16 +92,16 @@ func parseCall(msg []byte) (*rpcCall, []byte, error) {
 
 	var maxProc uint32
 	switch c.prog {
-	case progNFS:
-		if c.vers != versNFS {
-			return nil, acceptedReply(xid, sunrpc.ProgMismatch, versNFS, versNFS), nil
+	case nfs3.Program:
+		if c.vers != nfs3.Version {
+			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.Version, nfs3.Version), nil
 		}
-		maxProc = nfsMaxProc
-	case progMount:
-		if c.vers != versMount {
-			return nil, acceptedReply(xid, sunrpc.ProgMismatch, versMount, versMount), nil
+		maxProc = nfs3.ProcCommit // the last
+	case nfs3.MountProgram:
+		if c.vers != nfs3.MountVersion {
+			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.MountVersion, nfs3.MountVersion), nil
 		}
-		maxProc = mountMaxProc
+		maxProc = nfs3.MountProcExport // the last
 	default:
 		return nil, acceptedReply(xid, sunrpc.ProgUnavail), nil
 	}
@@ -196,16 +181,16 @@ func (ss *Session) inlineReply(c *rpcCall) []byte {
 	switch {
 	case c.proc == 0:
 		return acceptedReply(c.xid, sunrpc.Success)
-	case c.prog != progMount:
+	case c.prog != nfs3.MountProgram:
 		return nil
 	}
 	switch c.proc {
-	case mountDump:
+	case nfs3.MountProcDump:
 		// The server keeps no mount list: an empty mountlist.
 		return acceptedReply(c.xid, sunrpc.Success, 0)
-	case mountUmnt, mountUmntAll:
+	case nfs3.MountProcUmnt, nfs3.MountProcUmntAll:
 		return acceptedReply(c.xid, sunrpc.Success)
-	case mountExport:
+	case nfs3.MountProcExport:
 		// One export, "/", with the clients it allows as its groups, as
 		// mountd lists them (showmount -e).
 		w := successHeader(c.xid)
@@ -222,20 +207,10 @@ func (ss *Session) inlineReply(c *rpcCall) []byte {
 	return nil
 }
 
-// MOUNT v3 statuses (mountstat3).
-const (
-	mnt3OK             = 0
-	mnt3ErrNoEnt       = 2
-	mnt3ErrIO          = 5
-	mnt3ErrAcces       = 13
-	mnt3ErrNotDir      = 20
-	mnt3ErrNameTooLong = 63
-)
-
 // mountStatusReply is a MNT reply without a handle.
-func mountStatusReply(xid, status uint32) []byte {
+func mountStatusReply(xid uint32, status nfs3.MountStatus) []byte {
 	w := successHeader(xid)
-	w.Uint32(status)
+	w.Uint32(uint32(status))
 	return w.Buf
 }
 
@@ -246,7 +221,7 @@ func mountStatusReply(xid, status uint32) []byte {
 func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 	rel, ok := mountPath(dirpath)
 	if !ok {
-		return mountStatusReply(xid, mnt3ErrNoEnt)
+		return mountStatusReply(xid, nfs3.MountErrNoEnt)
 	}
 	fh := s.rootHandle
 	if rel != "." {
@@ -261,7 +236,7 @@ func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 		}
 	}
 	w := successHeader(xid)
-	w.Uint32(mnt3OK)
+	w.Uint32(uint32(nfs3.MountOK))
 	w.Opaque(fh)
 	w.Uint32(1) // auth_flavors: [AUTH_SYS]
 	w.Uint32(uint32(sunrpc.AuthSys))
@@ -289,18 +264,18 @@ func mountPath(dirpath string) (string, bool) {
 }
 
 // mountStatus maps a lookup error to a mountstat3.
-func mountStatus(err error) uint32 {
+func mountStatus(err error) nfs3.MountStatus {
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return mnt3ErrNoEnt
+		return nfs3.MountErrNoEnt
 	case errors.Is(err, unix.ENOTDIR):
-		return mnt3ErrNotDir
+		return nfs3.MountErrNotDir
 	case errors.Is(err, unix.ENAMETOOLONG):
-		return mnt3ErrNameTooLong
+		return nfs3.MountErrNameTooLong
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP), errors.Is(err, errOtherMount):
-		return mnt3ErrAcces
+		return nfs3.MountErrAcces
 	}
-	return mnt3ErrIO
+	return nfs3.MountErrIO
 }
 
 // garbageArgs is the reply to a call whose arguments do not decode.

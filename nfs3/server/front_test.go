@@ -6,17 +6,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // FuzzCallHeader feeds arbitrary messages to the front's parsers: they must
 // never panic, and what they accept must lie inside the message.
 func FuzzCallHeader(f *testing.F) {
-	f.Add(encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil))
-	f.Add(encodeCall(2, progNFS, versNFS, nfsLookup, &sysCred{uid: 5, gid: 6, groups: []uint32{7, 8}}, dirop([]byte("12345678"), "name").Buf))
-	f.Add(encodeCall(3, progMount, versMount, mountMnt, asNone, []byte{0, 0, 0, 1, '/', 0, 0, 0}))
-	f.Add(encodeCall(4, progNFS, versNFS, nfsSetattr, asRoot, bytes.Repeat([]byte{0, 0, 0, 1}, 20)))
-	f.Add(encodeCall(5, progNFS, versNFS, nfsReaddirplus, asRoot, bytes.Repeat([]byte{0xff}, 40)))
+	f.Add(encodeCall(1, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil))
+	f.Add(encodeCall(2, nfs3.Program, nfs3.Version, nfs3.ProcLookup, &sysCred{uid: 5, gid: 6, groups: []uint32{7, 8}}, dirop([]byte("12345678"), "name").Buf))
+	f.Add(encodeCall(3, nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcMnt, asNone, []byte{0, 0, 0, 1, '/', 0, 0, 0}))
+	f.Add(encodeCall(4, nfs3.Program, nfs3.Version, nfs3.ProcSetattr, asRoot, bytes.Repeat([]byte{0, 0, 0, 1}, 20)))
+	f.Add(encodeCall(5, nfs3.Program, nfs3.Version, nfs3.ProcReaddirplus, asRoot, bytes.Repeat([]byte{0xff}, 40)))
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2})
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		c, refusal, err := parseCall(msg)
@@ -42,8 +43,8 @@ func FuzzCallHeader(f *testing.F) {
 		if !ok {
 			return
 		}
-		if len(a.fh) > maxFH || len(a.fh2) > maxFH || len(a.name) > len(c.args) || len(a.dirpath) > maxMountPath ||
-			a.count > maxIO && c.proc == nfsRead || len(a.data) > len(c.args) || int(a.count) > len(a.data) && c.proc == nfsWrite {
+		if len(a.fh) > nfs3.FHSize || len(a.fh2) > nfs3.FHSize || len(a.name) > len(c.args) || len(a.dirpath) > nfs3.MountPathLen ||
+			a.count > maxIO && c.proc == nfs3.ProcRead || len(a.data) > len(c.args) || int(a.count) > len(a.data) && c.proc == nfs3.ProcWrite {
 			t.Fatalf("decoded arguments out of bounds: %+v", a)
 		}
 		a.frontStatus(c.proc)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ import (
 const (
 	handleVersion   = 1
 	handleHeaderLen = 8
-	maxKernelHandle = maxFH - handleHeaderLen
+	maxKernelHandle = nfs3.FHSize - handleHeaderLen
 )
 
 var errStale = fmt.Errorf("server: stale file handle: %w", unix.ESTALE)

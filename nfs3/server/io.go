@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,20 +33,20 @@ var readBuffers = sync.Pool{New: func() any {
 func (w *worker) cachedData(c *call) ([]byte, bool) {
 	srv := w.srv
 	xid, proc, a := c.rpc.xid, c.rpc.proc, c.args
-	if proc != nfsRead && proc != nfsWrite && proc != nfsCommit || !srv.self.is(c.rpc.cred) {
+	if proc != nfs3.ProcRead && proc != nfs3.ProcWrite && proc != nfs3.ProcCommit || !srv.self.is(c.rpc.cred) {
 		return nil, false
 	}
 	switch {
-	case proc == nfsWrite && w.readOnly():
-		return nfsErrorReply(xid, nfsWrite, nfs3ErrROFS), true
-	case proc == nfsCommit && w.readOnly():
+	case proc == nfs3.ProcWrite && w.readOnly():
+		return nfsErrorReply(xid, nfs3.ProcWrite, nfs3.ErrROFS), true
+	case proc == nfs3.ProcCommit && w.readOnly():
 		return nil, false
 	}
 	f := srv.files.acquire(a.fh)
 	if f == nil {
 		n, err := srv.open(a.fh)
 		if err != nil {
-			return nfsErrorReply(xid, proc, nfs3ErrStale), true
+			return nfsErrorReply(xid, proc, nfs3.ErrStale), true
 		}
 		defer n.close()
 		mode := unix.O_RDWR
@@ -53,13 +54,13 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 			mode = unix.O_RDONLY
 		}
 		fd, err := w.openRegular(n, mode)
-		if err != nil && proc == nfsRead && mode == unix.O_RDWR {
+		if err != nil && proc == nfs3.ProcRead && mode == unix.O_RDWR {
 			// Not writable even for the server (a read-only
 			// filesystem, an immutable file): read without caching.
 			return w.read(xid, n, a), true
 		}
 		if err != nil {
-			if proc == nfsRead {
+			if proc == nfs3.ProcRead {
 				return attrErrorReply(xid, statusOf(err), &n.st), true
 			}
 			return wccErrorReply(xid, statusOf(err), &n.st, &n.st), true
@@ -70,12 +71,12 @@ func (w *worker) cachedData(c *call) ([]byte, bool) {
 	var st unix.Statx_t
 	if err := statFD(f.fd, &st); err != nil || st.Nlink == 0 {
 		srv.files.drop(a.fh)
-		return nfsErrorReply(xid, proc, nfs3ErrStale), true
+		return nfsErrorReply(xid, proc, nfs3.ErrStale), true
 	}
 	switch proc {
-	case nfsRead:
+	case nfs3.ProcRead:
 		return w.readFD(xid, f.fd, a), true
-	case nfsWrite:
+	case nfs3.ProcWrite:
 		reply, _ := w.writeFD(xid, f.fd, &st, a)
 		return reply, true
 	}
@@ -126,7 +127,7 @@ func (w *worker) readFD(xid uint32, fd int, a *nfsArgs) []byte {
 	eof := a.offset+uint64(n) >= st.Size
 
 	head := successHeader(xid)
-	head.Uint32(nfs3OK)
+	putStatus(head, nfs3.OK)
 	putPostOpAttr(head, &st)
 	head.Uint32(uint32(n))
 	head.Bool(eof)
@@ -143,7 +144,7 @@ func (w *worker) readFD(xid uint32, fd int, a *nfsArgs) []byte {
 // write answers WRITE, as the caller from the open to the last stat.
 func (w *worker) write(xid uint32, n *node, a *nfsArgs) []byte {
 	if w.readOnly() {
-		return wccErrorReply(xid, nfs3ErrROFS, &n.st, &n.st)
+		return wccErrorReply(xid, nfs3.ErrROFS, &n.st, &n.st)
 	}
 	var reply []byte
 	err := w.as(func() error {
@@ -188,9 +189,9 @@ func (w *worker) writeFD(xid uint32, fd int, pre *unix.Statx_t, a *nfsArgs) ([]b
 	}
 	if err == nil {
 		switch a.stable {
-		case dataSync:
+		case nfs3.DataSync:
 			err = unix.Fdatasync(fd)
-		case fileSync:
+		case nfs3.FileSync:
 			err = unix.Fsync(fd)
 		}
 	}
@@ -198,10 +199,10 @@ func (w *worker) writeFD(xid uint32, fd int, pre *unix.Statx_t, a *nfsArgs) ([]b
 		return wccErrorReply(xid, statusOf(err), pre, attrsOf(fd)), err
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putWcc(out, pre, attrsOf(fd))
 	out.Uint32(uint32(n))
-	out.Uint32(a.stable)
+	out.Uint32(uint32(a.stable))
 	out.Buf = append(out.Buf, w.srv.verifier[:]...)
 	return out.Buf, nil
 }

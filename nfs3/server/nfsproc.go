@@ -3,6 +3,7 @@ package server
 import (
 	"math"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"golang.org/x/sys/unix"
 )
@@ -19,46 +20,46 @@ func (w *worker) answer(c *call) []byte {
 	}
 	n, err := w.srv.open(a.fh)
 	if err != nil {
-		return nfsErrorReply(xid, proc, nfs3ErrStale)
+		return nfsErrorReply(xid, proc, nfs3.ErrStale)
 	}
 	defer n.close()
 	switch proc {
-	case nfsGetattr:
+	case nfs3.ProcGetattr:
 		out := successHeader(xid)
-		out.Uint32(nfs3OK)
+		putStatus(out, nfs3.OK)
 		putFattr(out, &n.st)
 		return out.Buf
-	case nfsSetattr:
+	case nfs3.ProcSetattr:
 		return w.setattr(xid, n, a)
-	case nfsLookup:
+	case nfs3.ProcLookup:
 		return w.lookup(xid, n, a.name)
-	case nfsAccess:
+	case nfs3.ProcAccess:
 		return w.access(xid, n, a.mask)
-	case nfsReadlink:
+	case nfs3.ProcReadlink:
 		return w.readlink(xid, n)
-	case nfsRead:
+	case nfs3.ProcRead:
 		return w.read(xid, n, a)
-	case nfsWrite:
+	case nfs3.ProcWrite:
 		return w.write(xid, n, a)
-	case nfsCreate:
+	case nfs3.ProcCreate:
 		return w.create(xid, n, a)
-	case nfsMkdir, nfsSymlink, nfsMknod:
+	case nfs3.ProcMkdir, nfs3.ProcSymlink, nfs3.ProcMknod:
 		return w.makeNode(xid, proc, n, a)
-	case nfsRemove, nfsRmdir:
+	case nfs3.ProcRemove, nfs3.ProcRmdir:
 		return w.remove(xid, proc, n, a.name)
-	case nfsRename:
+	case nfs3.ProcRename:
 		return w.rename(xid, n, a)
-	case nfsLink:
+	case nfs3.ProcLink:
 		return w.link(xid, n, a)
-	case nfsReaddir, nfsReaddirplus:
+	case nfs3.ProcReaddir, nfs3.ProcReaddirplus:
 		return w.readdir(xid, proc, n, a)
-	case nfsFsstat:
+	case nfs3.ProcFsstat:
 		return w.fsstat(xid, n)
-	case nfsFsinfo:
+	case nfs3.ProcFsinfo:
 		return w.fsinfo(xid, n)
-	case nfsPathconf:
+	case nfs3.ProcPathconf:
 		return w.pathconf(xid, n)
-	case nfsCommit:
+	case nfs3.ProcCommit:
 		return w.commit(xid, n)
 	}
 	return acceptedReply(xid, sunrpc.ProcUnavail)
@@ -75,16 +76,6 @@ func (w *worker) readOnly() bool { return w.srv.opts.ReadOnly }
 // export's squashing).
 func (w *worker) callerIsRoot() bool { return w.cur.rpc.cred.uid == 0 }
 
-// ACCESS3 bits.
-const (
-	accessRead    = 0x01
-	accessLookup  = 0x02
-	accessModify  = 0x04
-	accessExtend  = 0x08
-	accessDelete  = 0x10
-	accessExecute = 0x20
-)
-
 // access asks the kernel, as the caller, which of the requested ACCESS3 bits
 // it grants: faccessat2 with AT_EACCESS checks the thread's filesystem
 // credentials, so it sees what the caller's real operations would see
@@ -100,22 +91,22 @@ func (w *worker) access(xid uint32, n *node, mask uint32) []byte {
 				granted |= mask & bits
 			}
 		}
-		check(accessRead, unix.R_OK)
+		check(nfs3.AccessRead, unix.R_OK)
 		if n.isDir() {
 			// Changing entries needs search permission as well as write.
-			check(accessLookup|accessExecute, unix.X_OK)
-			check(accessModify|accessExtend|accessDelete, unix.W_OK|unix.X_OK)
+			check(nfs3.AccessLookup|nfs3.AccessExecute, unix.X_OK)
+			check(nfs3.AccessModify|nfs3.AccessExtend|nfs3.AccessDelete, unix.W_OK|unix.X_OK)
 		} else {
-			check(accessExecute, unix.X_OK)
-			check(accessModify|accessExtend|accessDelete, unix.W_OK)
+			check(nfs3.AccessExecute, unix.X_OK)
+			check(nfs3.AccessModify|nfs3.AccessExtend|nfs3.AccessDelete, unix.W_OK)
 		}
 		return nil
 	})
 	if w.readOnly() {
-		granted &^= accessModify | accessExtend | accessDelete
+		granted &^= nfs3.AccessModify | nfs3.AccessExtend | nfs3.AccessDelete
 	}
 	out := successHeader(xid)
-	out.Uint32(statusOf(err))
+	putStatus(out, statusOf(err))
 	putPostOpAttr(out, &n.st)
 	if err == nil {
 		out.Uint32(granted)
@@ -127,7 +118,7 @@ func (w *worker) access(xid uint32, n *node, mask uint32) []byte {
 // holding the handle.
 func (w *worker) readlink(xid uint32, n *node) []byte {
 	if !n.isLink() {
-		return attrErrorReply(xid, nfs3ErrInval, &n.st)
+		return attrErrorReply(xid, nfs3.ErrInval, &n.st)
 	}
 	var target []byte
 	var err error
@@ -148,7 +139,7 @@ func (w *worker) readlink(xid uint32, n *node) []byte {
 		return attrErrorReply(xid, statusOf(err), &n.st)
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Opaque(target)
 	return out.Buf
@@ -156,30 +147,30 @@ func (w *worker) readlink(xid uint32, n *node) []byte {
 
 // attrErrorReply is the failure reply of a procedure whose resfail is one
 // post_op_attr (GETATTR has none, but never fails after the handle opened).
-func attrErrorReply(xid, status uint32, st *unix.Statx_t) []byte {
+func attrErrorReply(xid uint32, status nfs3.Status, st *unix.Statx_t) []byte {
 	out := successHeader(xid)
-	out.Uint32(status)
+	putStatus(out, status)
 	putPostOpAttr(out, st)
 	return out.Buf
 }
 
 // wccErrorReply is the failure reply of a procedure whose resfail is one
 // wcc_data.
-func wccErrorReply(xid, status uint32, pre, post *unix.Statx_t) []byte {
+func wccErrorReply(xid uint32, status nfs3.Status, pre, post *unix.Statx_t) []byte {
 	out := successHeader(xid)
-	out.Uint32(status)
+	putStatus(out, status)
 	putWcc(out, pre, post)
 	return out.Buf
 }
 
 func (w *worker) setattr(xid uint32, n *node, a *nfsArgs) []byte {
 	pre := n.st
-	var status uint32
+	var status nfs3.Status
 	switch {
 	case a.guard && (uint32(pre.Ctime.Sec) != a.guardTim[0] || pre.Ctime.Nsec != a.guardTim[1]):
-		status = nfs3ErrNotSync
+		status = nfs3.ErrNotSync
 	case w.readOnly():
-		status = nfs3ErrROFS
+		status = nfs3.ErrROFS
 	default:
 		status = statusOf(w.as(func() error { return w.applySattr(n, &a.sattr) }))
 	}
@@ -214,16 +205,16 @@ func (w *worker) applySattr(n *node, s *sattr) error {
 			return err
 		}
 	}
-	if s.atimeHow == timeDontChange && s.mtimeHow == timeDontChange {
+	if s.atimeHow == nfs3.DontChange && s.mtimeHow == nfs3.DontChange {
 		return nil
 	}
-	if s.setSize && s.atimeHow == timeDontChange && s.mtimeHow == timeServer {
+	if s.setSize && s.atimeHow == nfs3.DontChange && s.mtimeHow == nfs3.ServerTime {
 		// The truncate set the mtime to now (ftruncate always does):
 		// all that is asked, and what an open with O_TRUNC sends.
 		return nil
 	}
 	err := setTimesFD(n.fd, n.isLink(), timespecs(s))
-	if err == unix.EPERM && s.atimeHow != timeClient && s.mtimeHow != timeClient {
+	if err == unix.EPERM && s.atimeHow != nfs3.ClientTime && s.mtimeHow != nfs3.ClientTime {
 		// utimensat lets a caller who may write but does not own the
 		// file set both times to now, never one alone; knfsd sets one
 		// alone. Both, rather than a refusal.
@@ -236,11 +227,11 @@ func (w *worker) applySattr(n *node, s *sattr) error {
 // is UTIME_NOW, where a client's time needs ownership, as in knfsd. Both
 // set to now need only write permission (applySattr).
 func timespecs(s *sattr) []unix.Timespec {
-	one := func(how uint32, t [2]uint32) unix.Timespec {
+	one := func(how nfs3.SetTime, t [2]uint32) unix.Timespec {
 		switch how {
-		case timeServer:
+		case nfs3.ServerTime:
 			return unix.Timespec{Nsec: unix.UTIME_NOW}
-		case timeClient:
+		case nfs3.ClientTime:
 			return unix.Timespec{Sec: int64(t[0]), Nsec: int64(t[1])}
 		}
 		return unix.Timespec{Nsec: unix.UTIME_OMIT}
@@ -291,7 +282,7 @@ func (w *worker) openRegular(n *node, flags int) (int, error) {
 
 func (w *worker) ownerOverride(n *node, flags int) bool {
 	switch w.cur.rpc.proc {
-	case nfsRead, nfsWrite, nfsCommit, nfsSetattr, nfsCreate: // CREATE: a size in its sattr3
+	case nfs3.ProcRead, nfs3.ProcWrite, nfs3.ProcCommit, nfs3.ProcSetattr, nfs3.ProcCreate: // CREATE: a size in its sattr3
 	default:
 		return false
 	}
@@ -325,7 +316,7 @@ func (w *worker) commit(xid uint32, n *node) []byte {
 
 func (w *worker) commitReply(xid uint32, err error, pre, post *unix.Statx_t) []byte {
 	out := successHeader(xid)
-	out.Uint32(statusOf(err))
+	putStatus(out, statusOf(err))
 	putWcc(out, pre, post)
 	if err == nil {
 		out.Buf = append(out.Buf, w.srv.verifier[:]...)
@@ -345,7 +336,7 @@ func (w *worker) fsstat(xid uint32, n *node) []byte {
 		unit = uint64(sfs.Bsize)
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Uint64(sfs.Blocks * unit)
 	out.Uint64(sfs.Bfree * unit)
@@ -357,17 +348,9 @@ func (w *worker) fsstat(xid uint32, n *node) []byte {
 	return out.Buf
 }
 
-// FSINFO3 properties.
-const (
-	fsfLink        = 0x01
-	fsfSymlink     = 0x02
-	fsfHomogeneous = 0x08
-	fsfCanSetTime  = 0x10
-)
-
 func (w *worker) fsinfo(xid uint32, n *node) []byte {
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Uint32(maxIO)    // rtmax
 	out.Uint32(maxIO)    // rtpref
@@ -379,7 +362,7 @@ func (w *worker) fsinfo(xid uint32, n *node) []byte {
 	out.Uint64(math.MaxInt64)
 	out.Uint32(0) // time_delta: 1 ns
 	out.Uint32(1)
-	out.Uint32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)
+	out.Uint32(nfs3.FSFLink | nfs3.FSFSymlink | nfs3.FSFHomogeneous | nfs3.FSFCanSetTime)
 	return out.Buf
 }
 
@@ -390,7 +373,7 @@ func (w *worker) pathconf(xid uint32, n *node) []byte {
 		nameMax = uint32(sfs.Namelen)
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
 	out.Uint32(255) // linkmax: a conservative figure, as knfsd reports by default
 	out.Uint32(nameMax)

@@ -3,6 +3,7 @@ package server
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
@@ -19,9 +20,9 @@ import (
 const readdirHead = 4 + 4 + fattrSize + 8 + 4 + 4
 
 func (w *worker) readdir(xid, proc uint32, dir *node, a *nfsArgs) []byte {
-	plus := proc == nfsReaddirplus
+	plus := proc == nfs3.ProcReaddirplus
 	if !dir.isDir() {
-		return attrErrorReply(xid, nfs3ErrNotDir, &dir.st)
+		return attrErrorReply(xid, nfs3.ErrNotDir, &dir.st)
 	}
 	maxBytes := int(min(a.count, maxDirReply))
 	dirBytes := int(min(a.dircount, maxDirReply))
@@ -80,7 +81,7 @@ func (w *worker) readdir(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 		return attrErrorReply(xid, statusOf(err), attrsOf(dir.fd))
 	}
 	out := successHeader(xid)
-	out.Uint32(nfs3OK)
+	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, attrsOf(dir.fd))
 	out.Buf = append(out.Buf, a.verf[:]...)
 	out.Buf = append(out.Buf, entries.Buf...)

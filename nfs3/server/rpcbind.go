@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -15,15 +17,8 @@ import (
 // the server. rdmafs serve needs no portmapper itself (MOUNT and NFS share
 // one port), so a host without one is fine.
 
-const (
-	rpcbindAddr    = "127.0.0.1:111"
-	portmapProgram = 100000
-	portmapVersion = 2
-	pmapSet        = 1
-	pmapUnset      = 2
-	pmapGetport    = 3
-	ipprotoTCP     = 6
-)
+// rpcbindAddr is where the host's rpcbind listens.
+var rpcbindAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(nfs3.PortmapPort))
 
 // RegisterRPCBind registers MOUNT v3 and NFS v3 over TCP at port with the
 // rpcbind of this host, if one answers, and returns the function that takes
@@ -43,15 +38,15 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (
 	rpc := portmapClient()
 	defer rpc.Close()
 	var mine [][2]uint32
-	for _, pv := range [][2]uint32{{progMount, versMount}, {progNFS, versNFS}} {
-		if p, err := pmapCall(ctx, rpc, pmapGetport, pv, 0); err != nil {
+	for _, pv := range [][2]uint32{{nfs3.MountProgram, nfs3.MountVersion}, {nfs3.Program, nfs3.Version}} {
+		if p, err := pmapCall(ctx, rpc, nfs3.PortmapProcGetport, pv, 0); err != nil {
 			logf("rpcbind: %v", err)
 			return unregister
 		} else if p != 0 {
 			logf("rpcbind: program %d version %d is registered already (port %d): left alone", pv[0], pv[1], p)
 			continue
 		}
-		if ok, err := pmapCall(ctx, rpc, pmapSet, pv, port); err != nil || ok == 0 {
+		if ok, err := pmapCall(ctx, rpc, nfs3.PortmapProcSet, pv, port); err != nil || ok == 0 {
 			logf("rpcbind: registering program %d version %d: refused (%v)", pv[0], pv[1], err)
 			continue
 		}
@@ -66,7 +61,7 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (
 		rpc := portmapClient()
 		defer rpc.Close()
 		for _, pv := range mine {
-			if _, err := pmapCall(ctx, rpc, pmapUnset, pv, 0); err != nil {
+			if _, err := pmapCall(ctx, rpc, nfs3.PortmapProcUnset, pv, 0); err != nil {
 				logf("rpcbind: unregistering program %d version %d: %v", pv[0], pv[1], err)
 			}
 		}
@@ -77,9 +72,9 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (
 // lets only privileged local callers change registrations.
 func portmapClient() *sunrpc.Client {
 	t := sunrpc.NewTCP(sunrpc.TCPConfig{Addr: rpcbindAddr, ReservedPort: true, MaxRecord: 64 << 10})
-	return sunrpc.NewClient(t, sunrpc.Config{Prog: portmapProgram, Vers: portmapVersion,
+	return sunrpc.NewClient(t, sunrpc.Config{Prog: nfs3.PortmapProgram, Vers: nfs3.PortmapVersion,
 		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "rdmafs-serve"}, Timeout: 2 * time.Second, Retrans: 1, Soft: true,
-		Server: "rpcbind", ProcNames: []string{"NULL", "SET", "UNSET", "GETPORT"}})
+		Server: "rpcbind", ProcNames: nfs3.PortmapProcNames})
 }
 
 // pmapCall makes a PMAPPROC_SET, UNSET or GETPORT call with the mapping of
@@ -90,7 +85,7 @@ func pmapCall(ctx context.Context, rpc *sunrpc.Client, proc uint32, pv [2]uint32
 	e := call.Args()
 	e.Uint32(pv[0])
 	e.Uint32(pv[1])
-	e.Uint32(ipprotoTCP)
+	e.Uint32(nfs3.IPProtoTCP)
 	e.Uint32(uint32(port))
 	call.SetArgs(e)
 	if err := rpc.Do(ctx, call); err != nil {

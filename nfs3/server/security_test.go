@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
@@ -34,40 +35,40 @@ func TestExportDefaults(t *testing.T) {
 	// secure: a call from an unreserved port is refused, as knfsd refuses
 	// it (NFS3ERR_PERM) and mountd (MNT3ERR_ACCES).
 	insecure := dialServer(t, addr)
-	if st, _ := insecure.mount("/"); st != mnt3ErrAcces {
+	if st, _ := insecure.mount("/"); st != nfs3.MountErrAcces {
 		t.Errorf("MNT from an unreserved port: %d, want ACCES", st)
 	}
 	rootFH := dialReserved(t, addr).root()
-	if st, _ := insecure.getattr(asRoot, rootFH); st != nfs3ErrPerm {
+	if st, _ := insecure.getattr(asRoot, rootFH); st != nfs3.ErrPerm {
 		t.Errorf("GETATTR from an unreserved port: %d, want PERM", st)
 	}
-	if st, _ := insecure.create(asRoot, rootFH, "planted", 0, 0o4755); st != nfs3ErrPerm {
+	if st, _ := insecure.create(asRoot, rootFH, "planted", 0, 0o4755); st != nfs3.ErrPerm {
 		t.Errorf("CREATE from an unreserved port: %d, want PERM", st)
 	}
 	if _, err := os.Lstat(filepath.Join(root, "planted")); err == nil {
 		t.Fatal("a call from an unreserved port created a file")
 	}
-	if rep := insecure.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
+	if rep := insecure.call(nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 		t.Errorf("NULL from an unreserved port: %+v", rep)
 	}
 
 	// root_squash: uid 0 and gid 0 (and group 0) are nobody.
 	c := dialReserved(t, addr)
 	secretFH := c.mustLookup(rootFH, "secret")
-	if st, data, _ := c.read(asRoot, secretFH, 0, 100); st != nfs3ErrAcces {
+	if st, data, _ := c.read(asRoot, secretFH, 0, 100); st != nfs3.ErrAcces {
 		t.Errorf("READ of a 0600 root file as uid 0: %d %q, want ACCES", st, data)
 	}
-	if st, _ := c.access(asRoot, secretFH, accessRead|accessModify); st != nfs3OK {
+	if st, _ := c.access(asRoot, secretFH, nfs3.AccessRead|nfs3.AccessModify); st != nfs3.OK {
 		t.Errorf("ACCESS: %d", st)
-	} else if _, got := c.access(asRoot, secretFH, accessRead|accessModify); got != 0 {
+	} else if _, got := c.access(asRoot, secretFH, nfs3.AccessRead|nfs3.AccessModify); got != 0 {
 		t.Errorf("ACCESS of a 0600 root file as uid 0: %#x, want none", got)
 	}
 	g0 := c.mustLookup(rootFH, "group0")
-	if st, _, _ := c.read(&sysCred{uid: 1000, gid: 1000, groups: []uint32{0}}, g0, 0, 100); st != nfs3ErrAcces {
+	if st, _, _ := c.read(&sysCred{uid: 1000, gid: 1000, groups: []uint32{0}}, g0, 0, 100); st != nfs3.ErrAcces {
 		t.Errorf("READ of a group-0 file by a member of group 0: %d, want ACCES", st)
 	}
 	st, fh := c.create(asRoot, rootFH, "made-by-root", 0, 0o4755)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE as uid 0: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "made-by-root")); uid != nobody || gid != nobody {
@@ -76,21 +77,21 @@ func TestExportDefaults(t *testing.T) {
 	if _, a := c.getattr(asRoot, fh); a.uid != nobody {
 		t.Errorf("GETATTR: uid %d", a.uid)
 	}
-	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3OK {
+	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3.OK {
 		t.Fatalf("MKDIR with AUTH_NONE: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "anon")); uid != nobody || gid != nobody {
 		t.Errorf("a directory made with AUTH_NONE belongs to %d:%d", uid, gid)
 	}
 	// An id of -1 never means "unchanged".
-	if st, _ := c.mkdir(&sysCred{uid: ^uint32(0), gid: ^uint32(0)}, rootFH, "minus1", 0o755); st != nfs3OK {
+	if st, _ := c.mkdir(&sysCred{uid: ^uint32(0), gid: ^uint32(0)}, rootFH, "minus1", 0o755); st != nfs3.OK {
 		t.Fatalf("MKDIR as uid -1: %d", st)
 	}
 	if uid, _ := ownerOf(t, filepath.Join(root, "minus1")); uid != nobody {
 		t.Errorf("a directory made as uid -1 belongs to %d", uid)
 	}
 	// Other users are themselves.
-	if st, _ := c.create(asUser(1000), rootFH, "made-by-1000", 0, 0o644); st != nfs3OK {
+	if st, _ := c.create(asUser(1000), rootFH, "made-by-1000", 0, 0o644); st != nfs3.OK {
 		t.Fatalf("CREATE as 1000: %d", st)
 	}
 	if uid, _ := ownerOf(t, filepath.Join(root, "made-by-1000")); uid != 1000 {
@@ -122,7 +123,7 @@ func TestExportOptions(t *testing.T) {
 			_, addr := startServer(t, Options{Root: root, Export: tc.export})
 			c := dialServer(t, addr) // insecure: any port
 			name := "by-" + tc.name
-			if st, _ := c.create(tc.who, c.root(), name, 0, 0o644); st != nfs3OK {
+			if st, _ := c.create(tc.who, c.root(), name, 0, 0o644); st != nfs3.OK {
 				t.Fatalf("CREATE: %d", st)
 			}
 			if got := owner(name); got != tc.wantOwner {
@@ -139,18 +140,18 @@ func TestExportClients(t *testing.T) {
 	others, _ := ParseClients("10.0.0.0/8+192.168.1.7")
 	_, addr := startServer(t, Options{Root: root, Export: Export{Clients: others}})
 	c := dialReserved(t, addr)
-	if st, _ := c.mount("/"); st != mnt3ErrAcces {
+	if st, _ := c.mount("/"); st != nfs3.MountErrAcces {
 		t.Errorf("MNT from 127.0.0.1, not a client: %d, want ACCES", st)
 	}
 	srv2, addr2 := startServer(t, Options{Root: root})
 	rootFH := dialReserved(t, addr2).root()
-	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf)
 	if rep.replyStat != sunrpc.MsgDenied || rep.stat != sunrpc.RejectAuthError || !bytes.Equal(rep.body, []byte{0, 0, 0, sunrpc.AuthTooWeak}) {
 		t.Errorf("GETATTR from 127.0.0.1, not a client: %+v, want AUTH_ERROR AUTH_TOOWEAK", rep)
 	}
-	rep = c.call(progMount, versMount, mountExport, asRoot, nil)
+	rep = c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcExport, asRoot, nil)
 	r := decoder(rep.body)
-	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "10.0.0.0/8" ||
+	if r.Uint32() != 1 || string(r.Opaque(nfs3.MountPathLen)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "10.0.0.0/8" ||
 		r.Uint32() != 1 || string(r.Opaque(255)) != "192.168.1.7" || r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
@@ -158,7 +159,7 @@ func TestExportClients(t *testing.T) {
 
 	mine, _ := ParseClients("127.0.0.0/8")
 	_, addr3 := startServer(t, Options{Root: root, Export: Export{Clients: mine}})
-	if st, _ := dialReserved(t, addr3).getattr(asUser(1000), rootFH); st != nfs3OK {
+	if st, _ := dialReserved(t, addr3).getattr(asUser(1000), rootFH); st != nfs3.OK {
 		t.Errorf("GETATTR from a listed client: %d", st)
 	}
 }
@@ -228,7 +229,7 @@ func TestRecordLimits(t *testing.T) {
 	c := dialServer(t, addr)
 	_, fh := c.create(asRoot, c.root(), "big", 0, 0o644)
 	data := bytes.Repeat([]byte{0xa5}, maxIO)
-	if w := c.write(asRoot, fh, 0, data, unstable); w.status != nfs3OK || w.count != maxIO {
+	if w := c.write(asRoot, fh, 0, data, nfs3.Unstable); w.status != nfs3.OK || w.count != maxIO {
 		t.Fatalf("WRITE of %d bytes: %+v", maxIO, w)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "big")); !bytes.Equal(got, data) {
@@ -242,7 +243,7 @@ func TestConnectionLimit(t *testing.T) {
 	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted, MaxConns: 2})
 	null := func(c *testClient) bool {
 		c.conn.SetDeadline(time.Now().Add(5 * time.Second))
-		c.sendRecord(encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil))
+		c.sendRecord(encodeCall(1, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil))
 		_, err := c.readReply()
 		return err == nil
 	}
@@ -286,7 +287,7 @@ func TestIdleTimeout(t *testing.T) {
 	busy := dialServer(t, addr)
 	rootFH := busy.root()
 	start := time.Now()
-	busy.sendRecord(encodeCall(0x5105, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	busy.sendRecord(encodeCall(0x5105, nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf))
 	busy.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if rep, err := busy.readReply(); err != nil || rep.xid != 0x5105 {
 		t.Fatalf("a slow call's reply after %v: %+v %v", time.Since(start), rep, err)
@@ -324,7 +325,7 @@ func TestRecordBudget(t *testing.T) {
 	}
 	// A small call still goes through.
 	c := dialServer(t, addr)
-	if st, _ := c.getattr(asRoot, c.root()); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, c.root()); st != nfs3.OK {
 		t.Fatalf("GETATTR while the budget is spent: %d", st)
 	}
 	// The waiting connections time out and give everything back.

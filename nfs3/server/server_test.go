@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
@@ -29,7 +30,7 @@ func TestMountExportNull(t *testing.T) {
 	c := dialServer(t, addr)
 
 	st, rootFH := c.mount("/")
-	if st != 0 || len(rootFH) == 0 || len(rootFH) > maxFH || len(rootFH)%4 != 0 {
+	if st != 0 || len(rootFH) == 0 || len(rootFH) > nfs3.FHSize || len(rootFH)%4 != 0 {
 		t.Fatalf("MNT /: status %d, handle %x", st, rootFH)
 	}
 	// Like mountd, any spelling of the root is the root, and a directory
@@ -46,14 +47,14 @@ func TestMountExportNull(t *testing.T) {
 			t.Errorf("MNT %q: status %d, handle %x, want %x", p, st, fh, dirFH)
 		}
 	}
-	for p, want := range map[string]uint32{
-		"/nope":      mnt3ErrNoEnt,
-		"":           mnt3ErrNoEnt,
-		"x":          mnt3ErrNoEnt,
-		"/sub/file":  mnt3ErrNotDir,
-		"/link":      mnt3ErrAcces, // a symlink is never followed
-		"/..":        mnt3ErrAcces, // nothing above the export
-		"/sub/../..": mnt3ErrAcces,
+	for p, want := range map[string]nfs3.MountStatus{
+		"/nope":      nfs3.MountErrNoEnt,
+		"":           nfs3.MountErrNoEnt,
+		"x":          nfs3.MountErrNoEnt,
+		"/sub/file":  nfs3.MountErrNotDir,
+		"/link":      nfs3.MountErrAcces, // a symlink is never followed
+		"/..":        nfs3.MountErrAcces, // nothing above the export
+		"/sub/../..": nfs3.MountErrAcces,
 	} {
 		if st, _ := c.mount(p); st != want {
 			t.Errorf("MNT %q: status %d, want %d", p, st, want)
@@ -62,16 +63,16 @@ func TestMountExportNull(t *testing.T) {
 
 	// EXPORT lists "/" with its clients: by default the server's own
 	// address.
-	rep := c.call(progMount, versMount, mountExport, asRoot, nil)
+	rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcExport, asRoot, nil)
 	r := decoder(rep.body)
-	if r.Uint32() != 1 || string(r.Opaque(maxMountPath)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "127.0.0.1" ||
+	if r.Uint32() != 1 || string(r.Opaque(nfs3.MountPathLen)) != "/" || r.Uint32() != 1 || string(r.Opaque(255)) != "127.0.0.1" ||
 		r.Uint32() != 0 || r.Uint32() != 0 || r.Err() != nil || r.Offset() != len(rep.body) {
 		t.Errorf("EXPORT: %x", rep.body)
 	}
-	if rep := c.call(progMount, versMount, mountDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
+	if rep := c.call(nfs3.MountProgram, nfs3.MountVersion, nfs3.MountProcDump, asRoot, nil); rep.stat != uint32(sunrpc.Success) || !bytes.Equal(rep.body, []byte{0, 0, 0, 0}) {
 		t.Errorf("DUMP: %+v", rep)
 	}
-	for _, prog := range []uint32{progNFS, progMount} {
+	for _, prog := range []uint32{nfs3.Program, nfs3.MountProgram} {
 		rep := c.call(prog, 3, 0, asNone, nil)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.Success) || len(rep.body) != 0 {
 			t.Errorf("NULL of %d: %+v", prog, rep)
@@ -86,35 +87,35 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	rootFH := c.root()
 
 	st, fh := c.create(asRoot, rootFH, "f", 0, 0o640)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE: %d", st)
 	}
-	if st, fh2 := c.lookup(asRoot, rootFH, "f"); st != nfs3OK || !bytes.Equal(fh, fh2) {
+	if st, fh2 := c.lookup(asRoot, rootFH, "f"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Fatalf("LOOKUP: %d %x, want %x", st, fh2, fh)
 	}
-	w1 := c.write(asRoot, fh, 0, []byte("hello "), unstable)
-	if w1.status != nfs3OK || w1.count != 6 || w1.committed != unstable {
+	w1 := c.write(asRoot, fh, 0, []byte("hello "), nfs3.Unstable)
+	if w1.status != nfs3.OK || w1.count != 6 || w1.committed != nfs3.Unstable {
 		t.Fatalf("WRITE UNSTABLE: %+v", w1)
 	}
-	w2 := c.write(asRoot, fh, 6, []byte("world"), fileSync)
-	if w2.status != nfs3OK || w2.count != 5 || w2.committed != fileSync || !bytes.Equal(w1.verf, w2.verf) {
+	w2 := c.write(asRoot, fh, 6, []byte("world"), nfs3.FileSync)
+	if w2.status != nfs3.OK || w2.count != 5 || w2.committed != nfs3.FileSync || !bytes.Equal(w1.verf, w2.verf) {
 		t.Fatalf("WRITE FILE_SYNC: %+v (first verifier %x)", w2, w1.verf)
 	}
-	if st, data, eof := c.read(asRoot, fh, 0, 100); st != nfs3OK || string(data) != "hello world" || !eof {
+	if st, data, eof := c.read(asRoot, fh, 0, 100); st != nfs3.OK || string(data) != "hello world" || !eof {
 		t.Fatalf("READ: %d %q eof=%v", st, data, eof)
 	}
-	if st, data, eof := c.read(asRoot, fh, 6, 2); st != nfs3OK || string(data) != "wo" || eof {
+	if st, data, eof := c.read(asRoot, fh, 6, 2); st != nfs3.OK || string(data) != "wo" || eof {
 		t.Fatalf("READ part: %d %q eof=%v", st, data, eof)
 	}
-	if st, verf := c.commit(asRoot, fh); st != nfs3OK || !bytes.Equal(verf, w1.verf) {
+	if st, verf := c.commit(asRoot, fh); st != nfs3.OK || !bytes.Equal(verf, w1.verf) {
 		t.Fatalf("COMMIT: %d %x, want verifier %x", st, verf, w1.verf)
 	}
 	// One verifier for the whole server, whichever connection and worker.
-	if w3 := dialServer(t, addr).write(asRoot, fh, 11, []byte("!"), dataSync); w3.status != nfs3OK || w3.committed != dataSync || !bytes.Equal(w3.verf, w1.verf) {
+	if w3 := dialServer(t, addr).write(asRoot, fh, 11, []byte("!"), nfs3.DataSync); w3.status != nfs3.OK || w3.committed != nfs3.DataSync || !bytes.Equal(w3.verf, w1.verf) {
 		t.Fatalf("WRITE on another connection: %+v, want verifier %x", w3, w1.verf)
 	}
 	st, a := c.getattr(asRoot, fh)
-	if st != nfs3OK || a.typ != typeReg || a.mode&0o7777 != 0o640 || a.size != 12 {
+	if st != nfs3.OK || a.typ != nfs3.TypeReg || a.mode&0o7777 != 0o640 || a.size != 12 {
 		t.Fatalf("GETATTR: %d %+v", st, a)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "hello world!" {
@@ -125,7 +126,7 @@ func TestCreateWriteReadCommit(t *testing.T) {
 		t.Fatalf("on-disk mode %v: the umask must not apply", fi.Mode())
 	}
 	// CREATE UNCHECKED of an existing file keeps its data; GUARDED refuses.
-	if st, _ := c.create(asRoot, rootFH, "f", 0, 0o600); st != nfs3OK {
+	if st, _ := c.create(asRoot, rootFH, "f", 0, 0o600); st != nfs3.OK {
 		t.Fatalf("CREATE UNCHECKED existing: %d", st)
 	}
 	if fi, _ := os.Stat(filepath.Join(root, "f")); fi.Mode().Perm() != 0o640 {
@@ -134,14 +135,14 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "hello world!" {
 		t.Fatalf("CREATE UNCHECKED truncated the file: %q", got)
 	}
-	if st, _ := c.create(asRoot, rootFH, "f", 1, 0o640); st != nfs3ErrExist {
+	if st, _ := c.create(asRoot, rootFH, "f", 1, 0o640); st != nfs3.ErrExist {
 		t.Fatalf("CREATE GUARDED existing: %d", st)
 	}
-	if st, _ := c.create(asRoot, rootFH, "g", createExclusive, -1); st != nfs3ErrNotSupp {
+	if st, _ := c.create(asRoot, rootFH, "g", nfs3.Exclusive, -1); st != nfs3.ErrNotSupp {
 		t.Fatalf("CREATE EXCLUSIVE: %d, want NOTSUPP (clients fall back to GUARDED)", st)
 	}
 	// MKDIR applies the mode exactly: no umask, setgid kept.
-	if st, _ := c.mkdir(asRoot, rootFH, "shared", 0o2777); st != nfs3OK {
+	if st, _ := c.mkdir(asRoot, rootFH, "shared", 0o2777); st != nfs3.OK {
 		t.Fatalf("MKDIR: %d", st)
 	}
 	if fi, err := os.Stat(filepath.Join(root, "shared")); err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSetgid == 0 {
@@ -167,8 +168,8 @@ func TestReaddir(t *testing.T) {
 		a.Uint64(cookie)
 		a.Buf = append(a.Buf, verf...)
 		a.Uint32(1024)
-		r := c.nfs(nfsReaddir, asRoot, a)
-		if st := r.Uint32(); st != nfs3OK {
+		r := c.nfs(nfs3.ProcReaddir, asRoot, a)
+		if st := getStatus(r); st != nfs3.OK {
 			t.Fatalf("READDIR: %d", st)
 		}
 		readPostOpAttr(r)
@@ -210,10 +211,10 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	rootFH := c.root()
 	_, dirFH := c.lookup(asRoot, rootFH, "d")
 	st, fileFH := c.lookup(asRoot, dirFH, "f")
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("LOOKUP: %d", st)
 	}
-	v1 := c.write(asRoot, fileFH, 4, []byte("!"), unstable).verf
+	v1 := c.write(asRoot, fileFH, 4, []byte("!"), nfs3.Unstable).verf
 	srv1.Close()
 
 	// A rename while the server is down: handles name inodes, not paths.
@@ -225,16 +226,16 @@ func TestHandleSurvivesRestart(t *testing.T) {
 	if st, fh := c2.mount("/"); st != 0 || !bytes.Equal(fh, rootFH) {
 		t.Fatalf("root handle changed over a restart: %x vs %x", fh, rootFH)
 	}
-	if st, a := c2.getattr(asRoot, fileFH); st != nfs3OK || a.size != 5 {
+	if st, a := c2.getattr(asRoot, fileFH); st != nfs3.OK || a.size != 5 {
 		t.Fatalf("GETATTR with a handle from before the restart: %d %+v", st, a)
 	}
-	if st, data, _ := c2.read(asRoot, fileFH, 0, 10); st != nfs3OK || string(data) != "data!" {
+	if st, data, _ := c2.read(asRoot, fileFH, 0, 10); st != nfs3.OK || string(data) != "data!" {
 		t.Fatalf("READ after restart: %d %q", st, data)
 	}
-	if st, _ := c2.getattr(asRoot, dirFH); st != nfs3OK {
+	if st, _ := c2.getattr(asRoot, dirFH); st != nfs3.OK {
 		t.Fatalf("GETATTR of the renamed directory: %d", st)
 	}
-	if v2 := c2.write(asRoot, fileFH, 5, []byte("?"), unstable).verf; bytes.Equal(v1, v2) {
+	if v2 := c2.write(asRoot, fileFH, 5, []byte("?"), nfs3.Unstable).verf; bytes.Equal(v1, v2) {
 		t.Fatalf("write verifier %x did not change over a restart", v1)
 	}
 }
@@ -249,7 +250,7 @@ func TestStaleHandles(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "doomed")); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := c.getattr(asRoot, fh); st != nfs3ErrStale {
+	if st, _ := c.getattr(asRoot, fh); st != nfs3.ErrStale {
 		t.Errorf("GETATTR of a deleted file: %d, want STALE", st)
 	}
 
@@ -276,23 +277,23 @@ func TestStaleHandles(t *testing.T) {
 		"random":       random,
 		"bad version":  badVersion,
 		"extra bytes":  padded,
-		"all ones":     bytes.Repeat([]byte{0xff}, maxFH),
+		"all ones":     bytes.Repeat([]byte{0xff}, nfs3.FHSize),
 		"short":        rootFH[:6],
 		"other export": outFH,
 	}
 	for name, h := range bad {
-		if st, _ := c.getattr(asRoot, h); st != nfs3ErrStale {
+		if st, _ := c.getattr(asRoot, h); st != nfs3.ErrStale {
 			t.Errorf("GETATTR, %s handle: %d, want STALE", name, st)
 		}
-		if st, _ := c.access(asRoot, h, 0x3f); st != nfs3ErrStale {
+		if st, _ := c.access(asRoot, h, 0x3f); st != nfs3.ErrStale {
 			t.Errorf("ACCESS, %s handle: %d, want STALE", name, st)
 		}
-		if st, _, _ := c.read(asRoot, h, 0, 10); st != nfs3ErrStale {
+		if st, _, _ := c.read(asRoot, h, 0, 10); st != nfs3.ErrStale {
 			t.Errorf("READ, %s handle: %d, want STALE", name, st)
 		}
 	}
 	// A handle longer than NFS3_FHSIZE does not even decode.
-	rep := c.call(progNFS, versNFS, nfsGetattr, asRoot, fhArg(make([]byte, maxFH+4)).Buf)
+	rep := c.call(nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(make([]byte, nfs3.FHSize+4)).Buf)
 	if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 		t.Errorf("GETATTR with a 68-byte handle: %+v, want GARBAGE_ARGS", rep)
 	}
@@ -312,8 +313,8 @@ func TestAccessAndCredentials(t *testing.T) {
 	rootFH := c.root()
 	_, fh := c.lookup(asRoot, rootFH, "secret")
 
-	const all = accessRead | accessLookup | accessModify | accessExtend | accessDelete | accessExecute
-	const rw = accessRead | accessModify | accessExtend | accessDelete
+	const all = nfs3.AccessRead | nfs3.AccessLookup | nfs3.AccessModify | nfs3.AccessExtend | nfs3.AccessDelete | nfs3.AccessExecute
+	const rw = nfs3.AccessRead | nfs3.AccessModify | nfs3.AccessExtend | nfs3.AccessDelete
 	for _, tc := range []struct {
 		who  *sysCred
 		want uint32
@@ -323,45 +324,45 @@ func TestAccessAndCredentials(t *testing.T) {
 		{asRoot, rw},
 		{asNone, 0},
 	} {
-		if st, got := c.access(tc.who, fh, all); st != nfs3OK || got != tc.want {
+		if st, got := c.access(tc.who, fh, all); st != nfs3.OK || got != tc.want {
 			t.Errorf("ACCESS as %+v: %d %#x, want %#x", tc.who, st, got, tc.want)
 		}
 	}
-	if st, got := c.access(asUser(2000), rootFH, all); st != nfs3OK || got != all {
+	if st, got := c.access(asUser(2000), rootFH, all); st != nfs3.OK || got != all {
 		t.Errorf("ACCESS of the 0777 root as 2000: %d %#x", st, got)
 	}
-	if st, got := c.access(asUser(1000), fh, accessRead); st != nfs3OK || got != accessRead {
+	if st, got := c.access(asUser(1000), fh, nfs3.AccessRead); st != nfs3.OK || got != nfs3.AccessRead {
 		t.Errorf("ACCESS READ only: %d %#x", st, got)
 	}
 
 	// The kernel enforces the caller's rights.
-	if res := c.write(asUser(2000), fh, 0, []byte("x"), fileSync); res.status != nfs3ErrAcces {
+	if res := c.write(asUser(2000), fh, 0, []byte("x"), nfs3.FileSync); res.status != nfs3.ErrAcces {
 		t.Errorf("WRITE as 2000 to 1000's 0600 file: %d, want ACCES", res.status)
 	}
-	if st, _, _ := c.read(asUser(2000), fh, 0, 1); st != nfs3ErrAcces {
+	if st, _, _ := c.read(asUser(2000), fh, 0, 1); st != nfs3.ErrAcces {
 		t.Errorf("READ as 2000: %d, want ACCES", st)
 	}
-	if res := c.write(asUser(1000), fh, 0, []byte("x"), fileSync); res.status != nfs3OK {
+	if res := c.write(asUser(1000), fh, 0, []byte("x"), nfs3.FileSync); res.status != nfs3.OK {
 		t.Errorf("WRITE as the owner: %d", res.status)
 	}
 	// Supplementary groups count.
 	os.Chmod(secret, 0o660)
-	if res := c.write(&sysCred{uid: 2000, gid: 2000, groups: []uint32{1000}}, fh, 0, []byte("y"), fileSync); res.status != nfs3OK {
+	if res := c.write(&sysCred{uid: 2000, gid: 2000, groups: []uint32{1000}}, fh, 0, []byte("y"), nfs3.FileSync); res.status != nfs3.OK {
 		t.Errorf("WRITE as a member of the file's group: %d", res.status)
 	}
 
 	// New files belong to the caller.
 	st, newFH := c.create(asUser(1000), rootFH, "mine", 0, 0o644)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE as 1000: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "mine")); uid != 1000 || gid != 1000 {
 		t.Errorf("file created as 1000 is owned by %d:%d", uid, gid)
 	}
-	if st, a := c.getattr(asUser(1000), newFH); st != nfs3OK || a.uid != 1000 {
+	if st, a := c.getattr(asUser(1000), newFH); st != nfs3.OK || a.uid != 1000 {
 		t.Errorf("GETATTR: %d uid %d", st, a.uid)
 	}
-	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3OK {
+	if st, _ := c.mkdir(asNone, rootFH, "anon", 0o755); st != nfs3.OK {
 		t.Fatalf("MKDIR as AUTH_NONE: %d", st)
 	}
 	if uid, gid := ownerOf(t, filepath.Join(root, "anon")); uid != nobody || gid != nobody {
@@ -371,13 +372,13 @@ func TestAccessAndCredentials(t *testing.T) {
 	// Like knfsd, the owner may write a file whose mode forbids it (cp and
 	// git create read-only files and then write them).
 	st, roFH := c.create(asUser(1000), rootFH, "readonly", 0, 0o444)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		t.Fatalf("CREATE 0444: %d", st)
 	}
-	if res := c.write(asUser(1000), roFH, 0, []byte("ok"), unstable); res.status != nfs3OK {
+	if res := c.write(asUser(1000), roFH, 0, []byte("ok"), nfs3.Unstable); res.status != nfs3.OK {
 		t.Errorf("owner WRITE to own 0444 file: %d", res.status)
 	}
-	if res := c.write(asUser(2000), roFH, 0, []byte("no"), unstable); res.status != nfs3ErrAcces {
+	if res := c.write(asUser(2000), roFH, 0, []byte("no"), nfs3.Unstable); res.status != nfs3.ErrAcces {
 		t.Errorf("WRITE to another's 0444 file: %d, want ACCES", res.status)
 	}
 }
@@ -396,7 +397,7 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	arrived := 0
 	all := make(chan struct{})
 	srv.testHook = func(_ *worker, c *call) {
-		if c.rpc.proc != nfsGetattr {
+		if c.rpc.proc != nfs3.ProcGetattr {
 			return
 		}
 		mu.Lock()
@@ -414,11 +415,11 @@ func TestParallelCallsOnOneConnection(t *testing.T) {
 	rootFH := c.root()
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		c.send(progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf)
+		c.send(nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf)
 	}
 	for i := 0; i < n; i++ {
 		rep, err := c.readReply()
-		if err != nil || rep.stat != uint32(sunrpc.Success) || decoder(rep.body).Uint32() != nfs3OK {
+		if err != nil || rep.stat != uint32(sunrpc.Success) || getStatus(decoder(rep.body)) != nfs3.OK {
 			t.Fatalf("reply %d: %+v %v", i, rep, err)
 		}
 	}
@@ -448,12 +449,12 @@ func TestPanicInCall(t *testing.T) {
 	}
 	c := dialServer(t, serveOn(t, srv))
 	rootFH := c.root()
-	c.sendRecord(encodeCall(doomed, progNFS, versNFS, nfsGetattr, asRoot, fhArg(rootFH).Buf))
+	c.sendRecord(encodeCall(doomed, nfs3.Program, nfs3.Version, nfs3.ProcGetattr, asRoot, fhArg(rootFH).Buf))
 	if rep, err := c.readReply(); err != nil || rep.xid != doomed || rep.stat != uint32(sunrpc.SystemErr) {
 		t.Fatalf("reply to the panicking call: %+v %v", rep, err)
 	}
 	for i := 0; i < 3; i++ {
-		if st, _ := c.getattr(asRoot, rootFH); st != nfs3OK {
+		if st, _ := c.getattr(asRoot, rootFH); st != nfs3.OK {
 			t.Fatalf("GETATTR after the panic: %d", st)
 		}
 	}
@@ -469,7 +470,7 @@ func TestGarbageInput(t *testing.T) {
 		putMark(b, int(n))
 		return append(b, body...)
 	}
-	call := encodeCall(1, progNFS, versNFS, nfsNull, asRoot, nil)
+	call := encodeCall(1, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil)
 	cases := map[string][]byte{
 		"random bytes":       random,
 		"huge record":        withMark(1<<31-1, []byte("abcd")),
@@ -497,7 +498,7 @@ func TestGarbageInput(t *testing.T) {
 			}
 			// The server survives: a fresh connection works.
 			c2 := dialServer(t, addr)
-			if rep := c2.call(progNFS, versNFS, nfsNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
+			if rep := c2.call(nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil); rep.stat != uint32(sunrpc.Success) {
 				t.Fatalf("NULL after garbage: %+v", rep)
 			}
 		})
@@ -512,19 +513,19 @@ func TestGarbageInput(t *testing.T) {
 		proc uint32
 		args []byte
 	}{
-		{nfsGetattr, []byte{0, 0, 0, 8, 1, 2}},
-		{nfsLookup, truncated},
-		{nfsRead, truncated},
-		{nfsWrite, append(append([]byte{}, truncated...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff)},
-		{nfsCreate, append(dirop(rootFH, "x").Buf, 0, 0, 0, 9)},
-		{nfsMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
+		{nfs3.ProcGetattr, []byte{0, 0, 0, 8, 1, 2}},
+		{nfs3.ProcLookup, truncated},
+		{nfs3.ProcRead, truncated},
+		{nfs3.ProcWrite, append(append([]byte{}, truncated...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff)},
+		{nfs3.ProcCreate, append(dirop(rootFH, "x").Buf, 0, 0, 0, 9)},
+		{nfs3.ProcMknod, append(dirop(rootFH, "x").Buf, 0, 0, 0, 99)},
 	} {
-		rep := c.call(progNFS, versNFS, tc.proc, asRoot, tc.args)
+		rep := c.call(nfs3.Program, nfs3.Version, tc.proc, asRoot, tc.args)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
 			t.Errorf("proc %d with bad arguments: %+v", tc.proc, rep)
 		}
 	}
-	if st, _ := c.getattr(asRoot, rootFH); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, rootFH); st != nfs3.OK {
 		t.Fatalf("GETATTR after bad arguments: %d", st)
 	}
 }
@@ -533,7 +534,7 @@ func TestRPCRefusals(t *testing.T) {
 	_, addr := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	c := dialServer(t, addr)
 
-	msg := encodeCall(7, progNFS, versNFS, nfsNull, asRoot, nil)
+	msg := encodeCall(7, nfs3.Program, nfs3.Version, nfs3.ProcNull, asRoot, nil)
 	msg[11] = 3 // rpcvers
 	c.sendRecord(msg)
 	rep, err := c.readReply()
@@ -549,11 +550,11 @@ func TestRPCRefusals(t *testing.T) {
 		checkVersionRange bool
 	}{
 		{"unknown program", 100004, 2, 0, uint32(sunrpc.ProgUnavail), 0, 0, false},
-		{"NFS v4", progNFS, 4, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
-		{"NFS v2", progNFS, 2, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
-		{"MOUNT v1", progMount, 1, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
-		{"NFS proc 22", progNFS, versNFS, 22, uint32(sunrpc.ProcUnavail), 0, 0, false},
-		{"MOUNT proc 6", progMount, versMount, 6, uint32(sunrpc.ProcUnavail), 0, 0, false},
+		{"NFS v4", nfs3.Program, 4, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"NFS v2", nfs3.Program, 2, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"MOUNT v1", nfs3.MountProgram, 1, 0, uint32(sunrpc.ProgMismatch), 3, 3, true},
+		{"NFS proc 22", nfs3.Program, nfs3.Version, 22, uint32(sunrpc.ProcUnavail), 0, 0, false},
+		{"MOUNT proc 6", nfs3.MountProgram, nfs3.MountVersion, 6, uint32(sunrpc.ProcUnavail), 0, 0, false},
 	} {
 		rep := c.call(tc.prog, tc.vers, tc.proc, asRoot, nil)
 		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != tc.stat {
@@ -573,9 +574,9 @@ func TestRPCRefusals(t *testing.T) {
 		w.Uint32(9)
 		w.Uint32(sunrpc.MsgCall)
 		w.Uint32(sunrpc.RPCVersion)
-		w.Uint32(progNFS)
-		w.Uint32(versNFS)
-		w.Uint32(nfsNull)
+		w.Uint32(nfs3.Program)
+		w.Uint32(nfs3.Version)
+		w.Uint32(nfs3.ProcNull)
 		w.Uint32(flavor)
 		w.Opaque(body)
 		w.Uint32(uint32(sunrpc.AuthNone))
@@ -637,10 +638,10 @@ func TestReaddirplusLargeDirectory(t *testing.T) {
 		if pages > n {
 			t.Fatal("READDIRPLUS does not end")
 		}
-		var st uint32
+		var st nfs3.Status
 		var ents []dirEntry
 		st, ents, verf, eof = c.readdirplus(asRoot, dirFH, cookie, verf, 8192, 32768)
-		if st != nfs3OK {
+		if st != nfs3.OK {
 			t.Fatalf("READDIRPLUS page %d (cookie %d): %d", pages, cookie, st)
 		}
 		if len(ents) == 0 && !eof {
@@ -678,45 +679,45 @@ func TestErrorStatuses(t *testing.T) {
 	rootFH := c.root()
 	_, fileFH := c.lookup(asRoot, rootFH, "file")
 
-	check := func(what string, got, want uint32) {
+	check := func(what string, got, want nfs3.Status) {
 		t.Helper()
 		if got != want {
 			t.Errorf("%s: status %d, want %d", what, got, want)
 		}
 	}
 	st, _ := c.lookup(asRoot, rootFH, "missing")
-	check("LOOKUP missing", st, nfs3ErrNoEnt)
+	check("LOOKUP missing", st, nfs3.ErrNoEnt)
 	st, _ = c.lookup(asRoot, rootFH, "a/b")
-	check("LOOKUP with a slash", st, nfs3ErrAcces)
+	check("LOOKUP with a slash", st, nfs3.ErrAcces)
 	st, _ = c.lookup(asRoot, rootFH, strings.Repeat("n", 256))
-	check("LOOKUP 256-byte name", st, nfs3ErrNameTooLong)
+	check("LOOKUP 256-byte name", st, nfs3.ErrNameTooLong)
 	st, _ = c.lookup(asRoot, fileFH, "x")
-	check("LOOKUP in a file", st, nfs3ErrNotDir)
-	check("RMDIR non-empty", c.status(nfsRmdir, asRoot, dirop(rootFH, "full")), nfs3ErrNotEmpty)
-	check("RMDIR a file", c.status(nfsRmdir, asRoot, dirop(rootFH, "file")), nfs3ErrNotDir)
-	check("REMOVE a directory", c.status(nfsRemove, asRoot, dirop(rootFH, "full")), nfs3ErrIsDir)
-	check("REMOVE missing", c.status(nfsRemove, asRoot, dirop(rootFH, "missing")), nfs3ErrNoEnt)
+	check("LOOKUP in a file", st, nfs3.ErrNotDir)
+	check("RMDIR non-empty", c.status(nfs3.ProcRmdir, asRoot, dirop(rootFH, "full")), nfs3.ErrNotEmpty)
+	check("RMDIR a file", c.status(nfs3.ProcRmdir, asRoot, dirop(rootFH, "file")), nfs3.ErrNotDir)
+	check("REMOVE a directory", c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "full")), nfs3.ErrIsDir)
+	check("REMOVE missing", c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "missing")), nfs3.ErrNoEnt)
 	st, _ = c.mkdir(asRoot, rootFH, "file", 0o755)
-	check("MKDIR over a file", st, nfs3ErrExist)
+	check("MKDIR over a file", st, nfs3.ErrExist)
 	st, _ = c.mkdir(asUser(2000), c.mustLookup(rootFH, "full"), "x", 0o755)
-	check("MKDIR without permission", st, nfs3ErrAcces)
-	rename := func(from, to string) uint32 {
+	check("MKDIR without permission", st, nfs3.ErrAcces)
+	rename := func(from, to string) nfs3.Status {
 		a := dirop(rootFH, from)
 		a.Opaque(rootFH)
 		a.Opaque([]byte(to))
-		return c.status(nfsRename, asRoot, a)
+		return c.status(nfs3.ProcRename, asRoot, a)
 	}
 	os.Mkdir(filepath.Join(root, "empty"), 0o755)
-	check("RENAME onto a non-empty directory", rename("empty", "full"), nfs3ErrNotEmpty)
-	check("RENAME a directory onto a file", rename("empty", "file"), nfs3ErrNotDir)
-	check("RENAME a directory into itself", rename("full", "full/sub/x"), nfs3ErrAcces)
+	check("RENAME onto a non-empty directory", rename("empty", "full"), nfs3.ErrNotEmpty)
+	check("RENAME a directory onto a file", rename("empty", "file"), nfs3.ErrNotDir)
+	check("RENAME a directory into itself", rename("full", "full/sub/x"), nfs3.ErrAcces)
 	st, data, _ := c.read(asRoot, rootFH, 0, 10)
-	check("READ a directory", st, nfs3ErrIsDir)
+	check("READ a directory", st, nfs3.ErrIsDir)
 	_ = data
-	if res := c.write(asRoot, rootFH, 0, []byte("x"), unstable); res.status != nfs3ErrInval && res.status != nfs3ErrIsDir {
+	if res := c.write(asRoot, rootFH, 0, []byte("x"), nfs3.Unstable); res.status != nfs3.ErrInval && res.status != nfs3.ErrIsDir {
 		t.Errorf("WRITE a directory: %d", res.status)
 	}
-	if st, _ := c.getattr(asRoot, fileFH); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, fileFH); st != nfs3.OK {
 		t.Fatalf("GETATTR: %d", st)
 	}
 }
@@ -724,7 +725,7 @@ func TestErrorStatuses(t *testing.T) {
 func (c *testClient) mustLookup(dir []byte, name string) []byte {
 	c.t.Helper()
 	st, fh := c.lookup(asRoot, dir, name)
-	if st != nfs3OK {
+	if st != nfs3.OK {
 		c.t.Fatalf("LOOKUP %s: %d", name, st)
 	}
 	return fh
@@ -741,7 +742,7 @@ func TestSetattr(t *testing.T) {
 	c := dialServer(t, addr)
 	fh := c.mustLookup(c.root(), "f")
 
-	setattr := func(cr *sysCred, fill func(*xdr.Encoder), guard *[2]uint32) uint32 {
+	setattr := func(cr *sysCred, fill func(*xdr.Encoder), guard *[2]uint32) nfs3.Status {
 		a := fhArg(fh)
 		fill(a)
 		if guard != nil {
@@ -751,9 +752,9 @@ func TestSetattr(t *testing.T) {
 		} else {
 			a.Uint32(0)
 		}
-		return c.status(nfsSetattr, cr, a)
+		return c.status(nfs3.ProcSetattr, cr, a)
 	}
-	sattr := func(mode, size int64, atimeHow, mtimeHow uint32, t [2]uint32) func(*xdr.Encoder) {
+	sattr := func(mode, size int64, atimeHow, mtimeHow nfs3.SetTime, t [2]uint32) func(*xdr.Encoder) {
 		return func(a *xdr.Encoder) {
 			a.Bool(mode >= 0)
 			if mode >= 0 {
@@ -765,20 +766,20 @@ func TestSetattr(t *testing.T) {
 			if size >= 0 {
 				a.Uint64(uint64(size))
 			}
-			a.Uint32(atimeHow)
-			if atimeHow == timeClient {
+			a.Uint32(uint32(atimeHow))
+			if atimeHow == nfs3.ClientTime {
 				a.Uint32(t[0])
 				a.Uint32(t[1])
 			}
-			a.Uint32(mtimeHow)
-			if mtimeHow == timeClient {
+			a.Uint32(uint32(mtimeHow))
+			if mtimeHow == nfs3.ClientTime {
 				a.Uint32(t[0])
 				a.Uint32(t[1])
 			}
 		}
 	}
 	// setuid survives, and a change that only touches it is made.
-	if st := setattr(asUser(1000), sattr(0o4755, -1, 0, 0, [2]uint32{}), nil); st != nfs3OK {
+	if st := setattr(asUser(1000), sattr(0o4755, -1, 0, 0, [2]uint32{}), nil); st != nfs3.OK {
 		t.Fatalf("SETATTR mode 04755: %d", st)
 	}
 	if fi, _ := os.Stat(path); fi.Mode()&os.ModeSetuid == 0 || fi.Mode().Perm() != 0o755 {
@@ -789,7 +790,7 @@ func TestSetattr(t *testing.T) {
 	}
 	// mtime alone leaves atime alone.
 	mt := [2]uint32{1_500_000_000, 5}
-	if st := setattr(asUser(1000), sattr(-1, -1, timeDontChange, timeClient, mt), nil); st != nfs3OK {
+	if st := setattr(asUser(1000), sattr(-1, -1, nfs3.DontChange, nfs3.ClientTime, mt), nil); st != nfs3.OK {
 		t.Fatalf("SETATTR mtime: %d", st)
 	}
 	var st syscall.Stat_t
@@ -798,14 +799,14 @@ func TestSetattr(t *testing.T) {
 		t.Errorf("times: atime %v mtime %v", st.Atim, st.Mtim)
 	}
 	// Someone else may not set explicit times, nor change the mode.
-	if got := setattr(asUser(2000), sattr(-1, -1, timeClient, timeClient, mt), nil); got != nfs3ErrPerm {
+	if got := setattr(asUser(2000), sattr(-1, -1, nfs3.ClientTime, nfs3.ClientTime, mt), nil); got != nfs3.ErrPerm {
 		t.Errorf("SETATTR times as a stranger: %d, want PERM", got)
 	}
-	if got := setattr(asUser(2000), sattr(0o777, -1, 0, 0, mt), nil); got != nfs3ErrPerm {
+	if got := setattr(asUser(2000), sattr(0o777, -1, 0, 0, mt), nil); got != nfs3.ErrPerm {
 		t.Errorf("SETATTR mode as a stranger: %d, want PERM", got)
 	}
 	// Size.
-	if got := setattr(asUser(1000), sattr(-1, 4, 0, 0, mt), nil); got != nfs3OK {
+	if got := setattr(asUser(1000), sattr(-1, 4, 0, 0, mt), nil); got != nfs3.OK {
 		t.Errorf("SETATTR size: %d", got)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "0123" {
@@ -813,10 +814,10 @@ func TestSetattr(t *testing.T) {
 	}
 	// Guard: the ctime the client saw.
 	_, a := c.getattr(asRoot, fh)
-	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &[2]uint32{1, 2}); got != nfs3ErrNotSync {
+	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &[2]uint32{1, 2}); got != nfs3.ErrNotSync {
 		t.Errorf("SETATTR with a stale guard: %d, want NOT_SYNC", got)
 	}
-	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &a.ctime); got != nfs3OK {
+	if got := setattr(asUser(1000), sattr(0o700, -1, 0, 0, mt), &a.ctime); got != nfs3.OK {
 		t.Errorf("SETATTR with the current guard: %d", got)
 	}
 }
@@ -833,40 +834,40 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	a := fhArg(fh)
 	a.Opaque(rootFH)
 	a.Opaque([]byte("g"))
-	if st := c.status(nfsLink, asRoot, a); st != nfs3OK {
+	if st := c.status(nfs3.ProcLink, asRoot, a); st != nfs3.OK {
 		t.Fatalf("LINK: %d", st)
 	}
 	if fi, err := os.Stat(filepath.Join(root, "g")); err != nil || fi.Sys().(*syscall.Stat_t).Nlink != 2 {
 		t.Fatalf("after LINK: %v", err)
 	}
-	if st, fh2 := c.lookup(asRoot, rootFH, "g"); st != nfs3OK || !bytes.Equal(fh, fh2) {
+	if st, fh2 := c.lookup(asRoot, rootFH, "g"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Errorf("the new name has another handle")
 	}
 
 	// MKNOD of a FIFO, and READ of it answers at once instead of blocking.
 	m := dirop(rootFH, "fifo")
-	m.Uint32(typeFifo)
+	m.Uint32(uint32(nfs3.TypeFifo))
 	writeSattr(m, 0o640)
-	r := c.nfs(nfsMknod, asUser(1000), m)
-	if st := r.Uint32(); st != nfs3OK || r.Uint32() != 1 {
+	r := c.nfs(nfs3.ProcMknod, asUser(1000), m)
+	if st := getStatus(r); st != nfs3.OK || r.Uint32() != 1 {
 		t.Fatalf("MKNOD fifo: %d", st)
 	}
-	fifoFH := r.Opaque(maxFH)
+	fifoFH := r.Opaque(nfs3.FHSize)
 	if fi, err := os.Lstat(filepath.Join(root, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("MKNOD made %v, %v", fi.Mode(), err)
 	}
-	if st, _, _ := c.read(asRoot, fifoFH, 0, 10); st != nfs3ErrInval {
+	if st, _, _ := c.read(asRoot, fifoFH, 0, 10); st != nfs3.ErrInval {
 		t.Errorf("READ of a FIFO: %d, want INVAL", st)
 	}
 	m = dirop(rootFH, "chr")
-	m.Uint32(typeChr)
+	m.Uint32(uint32(nfs3.TypeChr))
 	writeSattr(m, 0o600)
 	m.Uint32(1)
 	m.Uint32(3)
-	if st := c.status(nfsMknod, asUser(1000), m); st != nfs3ErrPerm {
+	if st := c.status(nfs3.ProcMknod, asUser(1000), m); st != nfs3.ErrPerm {
 		t.Errorf("MKNOD of a device as a user: %d, want PERM", st)
 	}
-	if st := c.status(nfsMknod, asRoot, m); st != nfs3OK {
+	if st := c.status(nfs3.ProcMknod, asRoot, m); st != nfs3.OK {
 		t.Errorf("MKNOD of a device as root: %d", st)
 	}
 	if fi, err := os.Lstat(filepath.Join(root, "chr")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
@@ -877,7 +878,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	s := dirop(rootFH, "esc")
 	writeSattr(s, -1)
 	s.Opaque([]byte("/etc"))
-	if st := c.status(nfsSymlink, asRoot, s); st != nfs3OK {
+	if st := c.status(nfs3.ProcSymlink, asRoot, s); st != nfs3.OK {
 		t.Fatalf("SYMLINK: %d", st)
 	}
 	escFH := c.mustLookup(rootFH, "esc")
@@ -886,7 +887,7 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	s = dirop(rootFH, "long")
 	writeSattr(s, 0o777)
 	s.Opaque([]byte(long))
-	if st := c.status(nfsSymlink, asUser(1000), s); st != nfs3OK {
+	if st := c.status(nfs3.ProcSymlink, asUser(1000), s); st != nfs3.OK {
 		t.Fatalf("SYMLINK with a %d-byte target: %d", len(long), st)
 	}
 	if got, err := os.Readlink(filepath.Join(root, "long")); err != nil || got != long {
@@ -895,27 +896,27 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	if uid, _ := ownerOf(t, filepath.Join(root, "long")); uid != 1000 {
 		t.Errorf("symlink made as 1000 owned by %d", uid)
 	}
-	r = c.nfs(nfsReadlink, asRoot, fhArg(escFH))
-	if st := r.Uint32(); st != nfs3OK {
+	r = c.nfs(nfs3.ProcReadlink, asRoot, fhArg(escFH))
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("READLINK: %d", st)
 	}
 	readPostOpAttr(r)
 	if target := string(r.Opaque(4096)); target != "/etc" {
 		t.Errorf("READLINK: %q", target)
 	}
-	if st, _ := c.lookup(asRoot, escFH, "passwd"); st != nfs3ErrNotDir {
+	if st, _ := c.lookup(asRoot, escFH, "passwd"); st != nfs3.ErrNotDir {
 		t.Errorf("LOOKUP through a symlink: %d, want NOTDIR", st)
 	}
-	if st, _ := c.create(asRoot, escFH, "planted", 0, 0o644); st == nfs3OK {
+	if st, _ := c.create(asRoot, escFH, "planted", 0, 0o644); st == nfs3.OK {
 		t.Errorf("CREATE through a symlink succeeded")
 	}
 	if _, err := os.Stat("/etc/planted"); err == nil {
 		t.Fatalf("a file was created outside the export")
 	}
-	if st, _ := c.getattr(asRoot, escFH); st != nfs3OK {
+	if st, _ := c.getattr(asRoot, escFH); st != nfs3.OK {
 		t.Errorf("GETATTR of a symlink: %d", st)
 	}
-	if st, _, _ := c.read(asRoot, escFH, 0, 10); st != nfs3ErrInval {
+	if st, _, _ := c.read(asRoot, escFH, 0, 10); st != nfs3.ErrInval {
 		t.Errorf("READ of a symlink: %d, want INVAL", st)
 	}
 
@@ -926,13 +927,13 @@ func TestLinkMknodSymlinkRename(t *testing.T) {
 	subFH := c.mustLookup(rootFH, "sub")
 	d.Opaque(subFH)
 	d.Opaque([]byte("moved"))
-	if st := c.status(nfsRename, asRoot, d); st != nfs3OK {
+	if st := c.status(nfs3.ProcRename, asRoot, d); st != nfs3.OK {
 		t.Fatalf("RENAME: %d", st)
 	}
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
 		t.Errorf("READ after RENAME: %d %q", st, data)
 	}
-	if st, fh2 := c.lookup(asRoot, subFH, "moved"); st != nfs3OK || !bytes.Equal(fh, fh2) {
+	if st, fh2 := c.lookup(asRoot, subFH, "moved"); st != nfs3.OK || !bytes.Equal(fh, fh2) {
 		t.Errorf("handle changed over RENAME")
 	}
 }
@@ -944,19 +945,19 @@ func TestReadOnlyServer(t *testing.T) {
 	c := dialServer(t, addr)
 	rootFH := c.root()
 	fh := c.mustLookup(rootFH, "f")
-	if res := c.write(asRoot, fh, 0, []byte("y"), fileSync); res.status != nfs3ErrROFS {
+	if res := c.write(asRoot, fh, 0, []byte("y"), nfs3.FileSync); res.status != nfs3.ErrROFS {
 		t.Errorf("WRITE: %d, want ROFS", res.status)
 	}
-	if st, _ := c.create(asRoot, rootFH, "new", 0, 0o644); st != nfs3ErrROFS {
+	if st, _ := c.create(asRoot, rootFH, "new", 0, 0o644); st != nfs3.ErrROFS {
 		t.Errorf("CREATE: %d, want ROFS", st)
 	}
-	if st := c.status(nfsRemove, asRoot, dirop(rootFH, "f")); st != nfs3ErrROFS {
+	if st := c.status(nfs3.ProcRemove, asRoot, dirop(rootFH, "f")); st != nfs3.ErrROFS {
 		t.Errorf("REMOVE: %d, want ROFS", st)
 	}
-	if st, got := c.access(asRoot, fh, 0x3f); st != nfs3OK || got != accessRead {
+	if st, got := c.access(asRoot, fh, 0x3f); st != nfs3.OK || got != nfs3.AccessRead {
 		t.Errorf("ACCESS: %d %#x, want READ only", st, got)
 	}
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
 		t.Errorf("READ: %d %q", st, data)
 	}
 }
@@ -966,8 +967,8 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 	c := dialServer(t, addr)
 	rootFH := c.root()
 
-	r := c.nfs(nfsFsinfo, asRoot, fhArg(rootFH))
-	if st := r.Uint32(); st != nfs3OK {
+	r := c.nfs(nfs3.ProcFsinfo, asRoot, fhArg(rootFH))
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("FSINFO: %d", st)
 	}
 	if readPostOpAttr(r) == nil {
@@ -981,8 +982,8 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 		t.Errorf("FSINFO rtmax %d wtmax %d", rtmax, wtmax)
 	}
 
-	r = c.nfs(nfsFsstat, asRoot, fhArg(rootFH))
-	if st := r.Uint32(); st != nfs3OK {
+	r = c.nfs(nfs3.ProcFsstat, asRoot, fhArg(rootFH))
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("FSSTAT: %d", st)
 	}
 	readPostOpAttr(r)
@@ -990,8 +991,8 @@ func TestFsinfoFsstatPathconf(t *testing.T) {
 		t.Errorf("FSSTAT sizes %d %d", tbytes, fbytes)
 	}
 
-	r = c.nfs(nfsPathconf, asRoot, fhArg(rootFH))
-	if st := r.Uint32(); st != nfs3OK {
+	r = c.nfs(nfs3.ProcPathconf, asRoot, fhArg(rootFH))
+	if st := getStatus(r); st != nfs3.OK {
 		t.Fatalf("PATHCONF: %d", st)
 	}
 	readPostOpAttr(r)
@@ -1023,14 +1024,14 @@ func TestSessionAfterClose(t *testing.T) {
 	srv, _ := startServer(t, Options{Root: exportDir(t), Export: trusted})
 	var replies [][]byte
 	ss := srv.NewSession(func(r []byte) error { replies = append(replies, r); return nil })
-	if err := ss.Call(encodeCall(5, progNFS, versNFS, 0, asRoot, nil)); err != nil || len(replies) != 1 {
+	if err := ss.Call(encodeCall(5, nfs3.Program, nfs3.Version, 0, asRoot, nil)); err != nil || len(replies) != 1 {
 		t.Fatalf("NULL through a session: %v, %d replies", err, len(replies))
 	}
 	if err := ss.Call([]byte("junk")); err == nil {
 		t.Fatal("junk accepted")
 	}
 	srv.Close()
-	if err := ss.Call(encodeCall(6, progNFS, versNFS, 0, asRoot, nil)); !errors.Is(err, ErrClosed) {
+	if err := ss.Call(encodeCall(6, nfs3.Program, nfs3.Version, 0, asRoot, nil)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Call after Close: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -1071,13 +1072,13 @@ func TestDisconnectedHandle(t *testing.T) {
 		}
 	}
 	evict(srv1)
-	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3OK || string(data) != "x" {
+	if st, data, _ := c.read(asRoot, fh, 0, 10); st != nfs3.OK || string(data) != "x" {
 		t.Fatalf("READ of a disconnected file, by its hint: %d %q", st, data)
 	}
 	srv1.Close()
 	srv2, addr := startServer(t, Options{Root: root, Export: trusted})
 	evict(srv2)
-	if st, a := dialServer(t, addr).getattr(asRoot, fh); st != nfs3OK || a.size != 1 {
+	if st, a := dialServer(t, addr).getattr(asRoot, fh); st != nfs3.OK || a.size != 1 {
 		t.Fatalf("GETATTR of a disconnected file after a restart, by search: %d %+v", st, a)
 	}
 }

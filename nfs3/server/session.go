@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
@@ -159,11 +160,11 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 		ss.reply(garbageArgs(c.xid))
 		return nil
 	}
-	if c.prog == progMount {
+	if c.prog == nfs3.MountProgram {
 		ss.reply(ss.srv.mountReply(c.xid, args.dirpath))
 		return nil
 	}
-	if st := args.frontStatus(c.proc); st != nfs3OK {
+	if st := args.frontStatus(c.proc); st != nfs3.OK {
 		ss.reply(nfsErrorReply(c.xid, c.proc, st))
 		return nil
 	}
@@ -187,18 +188,18 @@ func (ss *Session) admission(c *rpcCall) []byte {
 	if c.proc == 0 {
 		return nil
 	}
-	if c.prog == progMount {
-		if c.proc != mountMnt || ss.peer.allowed && (ss.peer.secure || ss.srv.opts.Export.Insecure) {
+	if c.prog == nfs3.MountProgram {
+		if c.proc != nfs3.MountProcMnt || ss.peer.allowed && (ss.peer.secure || ss.srv.opts.Export.Insecure) {
 			return nil
 		}
 		ss.srv.logf("server: refused MOUNT from %s: %s", ss.peerString(), ss.refusal())
-		return mountStatusReply(c.xid, mnt3ErrAcces)
+		return mountStatusReply(c.xid, nfs3.MountErrAcces)
 	}
 	switch {
 	case !ss.peer.allowed:
 		return deniedReply(c.xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
 	case !ss.peer.secure && !ss.srv.opts.Export.Insecure:
-		return nfsErrorReply(c.xid, c.proc, nfs3ErrPerm)
+		return nfsErrorReply(c.xid, c.proc, nfs3.ErrPerm)
 	}
 	return nil
 }

@@ -28,8 +28,8 @@ func checkoutRoot(t *testing.T) string {
 
 // TestInstallFstab: `make install` puts rdmafs where mount(8) finds it,
 // and an fstab line with _netdev, as an admin writes it, is mounted by
-// mount -a and by mount MOUNTPOINT and unmounted by umount. Over TCP, and
-// over RDMA when rdmafs has the transport.
+// mount -a and by mount MOUNTPOINT and unmounted by umount. Over TCP and
+// over RDMA.
 func TestInstallFstab(t *testing.T) {
 	e := lab(t)
 	bin := rdmafsBin(t, e)

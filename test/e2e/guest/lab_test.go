@@ -26,7 +26,7 @@ type labEnv struct {
 	Addr       string // server address (knfsd), on the rxe device's interface
 	Export     string // exported directory, also its path on this machine
 	RXE        string // rxe device name
-	Rdmafs     string // rdmafs binary, "" when it was not built
+	Rdmafs     string // rdmafs binary (build.sh builds it; a failed build fails the run)
 	VerbsTests string // directory of the verbs conformance test binaries
 }
 
