@@ -118,7 +118,7 @@ var _ fuse.RawFileSystem = (*countingFS)(nil)
 // gofs.Mount does, with the kernel's requests counted for WriteStats.
 func (f *FS) Mount(dir string, opts *gofs.Options) (*fuse.Server, error) {
 	raw := &countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), ev: &f.events}
-	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
+	server, err := newServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,11 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 	start := time.Now()
 	timeout := c.cfg.Timeout
 	tries := 0
-	for {
+	for sends := 0; ; sends++ {
+		call.started = start
+		if sends > 0 {
+			call.started = time.Now()
+		}
 		call.timeout = timeout
 		err := c.t.RoundTrip(ctx, call)
 		if err == nil {

@@ -74,8 +74,8 @@ func NewTCP(cfg TCPConfig) *TCP {
 
 // RoundTrip implements Transport.
 func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
-	deadline := time.Now().Add(call.timeout)
-	t.stats.Used()
+	deadline := call.Deadline()
+	t.stats.Used(call.Started())
 	if err := t.takeSlot(ctx, deadline); err != nil {
 		return err
 	}

@@ -75,9 +75,19 @@ type Call struct {
 
 	client  *Client
 	done    chan struct{} // signalled by Pending.Deliver
+	started time.Time     // when this try began
 	timeout time.Duration
 	timer   *time.Timer // Pending.Wait's
 }
+
+// Started is when Client.Do began this try. A transport takes its times
+// from it rather than read the clock again: where the clock is slow to
+// read (an emulated machine), each read is a measurable part of a call.
+func (c *Call) Started() time.Time { return c.started }
+
+// Deadline is when a Transport stops waiting for this try: it bounds the
+// waits on the way out, and the reply is waited for Timeout after that.
+func (c *Call) Deadline() time.Time { return c.started.Add(c.timeout) }
 
 // Timeout is how long a Transport waits for this try's reply.
 func (c *Call) Timeout() time.Duration { return c.timeout }

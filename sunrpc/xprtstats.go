@@ -25,9 +25,9 @@ type XprtCounters struct {
 	lastUse atomic.Int64 // unix nanoseconds of the last call
 }
 
-// Used notes that a call came to the transport; idle_time counts from
-// the last.
-func (s *XprtCounters) Used() { s.lastUse.Store(time.Now().UnixNano()) }
+// Used notes that a call came to the transport at now; idle_time counts
+// from the last.
+func (s *XprtCounters) Used(now time.Time) { s.lastUse.Store(now.UnixNano()) }
 
 // Sent counts a call put on the wire, with the calls in flight and
 // waiting at that moment.

@@ -173,11 +173,11 @@ func (t *Transport) removeEndpoint(ep *endpoint) {
 
 // RoundTrip implements sunrpc.Transport.
 func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
-	t.stats.Used()
+	t.stats.Used(call.Started())
 	// The try's deadline bounds the waits on the way out (a connection,
 	// a credit, buffers); the waits that happen make their timers, so a
 	// call that finds everything free makes none.
-	deadline := time.Now().Add(call.Timeout())
+	deadline := call.Deadline()
 	ep, err := t.conns.Get(ctx, deadline)
 	if err != nil {
 		return err
