@@ -38,7 +38,7 @@ func TestManPage(t *testing.T) {
 func TestManPageRenders(t *testing.T) {
 	groff, err := exec.LookPath("groff")
 	if err != nil {
-		t.Skip("groff (package groff-base) is not installed")
+		t.Fatal("groff is not installed: make deps installs it (package groff-base)")
 	}
 	cmd := exec.Command(groff, "-man", "-Tutf8", "-ww", "-rLL=100n", "-rHY=0")
 	cmd.Stdin = strings.NewReader(manPage())
