@@ -20,7 +20,7 @@ const fuseReaders = 16
 // CPU; rdmafs's wait on the network. With 2 CPUs and 16 calls in flight,
 // nearly every request ended its goroutine and a new one read the next,
 // whose small stack then grew (was copied) on the way down to the RPC:
-// stack growth was 6% of rdmafs's CPU time on 4 KiB random reads in the
+// stack growth was 4.5% of rdmafs's CPU time on 4 KiB random reads in the
 // benchmark. Goroutines waiting in read(2) on /dev/fuse cost a thread
 // each and no CPU.
 //
