@@ -13,7 +13,7 @@ import (
 // connection's reader gives it the reply with its xid (Deliver, after a
 // Claim when taking the reply apart takes a while); its caller waits for
 // that in Wait, which also ends when the connection fails (Fail), the
-// call's context ends or the try's Timeout passes.
+// call's context ends or the try's timeout passes.
 //
 // The caller and the reader race for a call whose caller stops waiting
 // just as its reply comes; the table settles it under one lock: either
@@ -123,7 +123,7 @@ func (p *Pending[R]) Deliver(xid uint32, reply Reply, buf Releaser) bool {
 
 // Wait waits for call's reply. It returns nil once the reply is in
 // call.Reply, and otherwise ErrDisconnected when the table fails first,
-// ctx's error when ctx ends first, or ErrTimeout when the call's Timeout
+// ctx's error when ctx ends first, or ErrTimeout when the try's timeout
 // passes first; the caller then has its call back.
 func (p *Pending[R]) Wait(ctx context.Context, call *Call) error {
 	if call.timer == nil {

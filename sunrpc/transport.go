@@ -85,12 +85,10 @@ type Call struct {
 // read (an emulated machine), each read is a measurable part of a call.
 func (c *Call) Started() time.Time { return c.started }
 
-// Deadline is when a Transport stops waiting for this try: it bounds the
-// waits on the way out, and the reply is waited for Timeout after that.
+// Deadline bounds this try's waits on the way out (a connection, a slot
+// or credit, buffers): the try's timeout after it began. Pending.Wait then
+// waits for the reply as long again.
 func (c *Call) Deadline() time.Time { return c.started.Add(c.timeout) }
-
-// Timeout is how long a Transport waits for this try's reply.
-func (c *Call) Timeout() time.Duration { return c.timeout }
 
 // Reply is the reply to a call.
 type Reply struct {
