@@ -3,9 +3,10 @@ package fs
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -333,8 +334,11 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	var res nfs3.CreateResult
 	var err error
 	if flags&syscall.O_EXCL != 0 {
+		// The verifier tells this create's retransmission from another
+		// client's create of the name: unique, not secret, so the
+		// runtime's generator, without a getrandom(2) per create.
 		var verf nfs3.Verf
-		_, _ = rand.Read(verf[:])
+		binary.BigEndian.PutUint64(verf[:], rand.Uint64())
 		err = f.nfs.Create(ctx, cred, &n.obj.fh, name, nfs3.Exclusive, nil, verf, &res)
 		if err == nil {
 			// The server keeps the verifier in the times; set them and
