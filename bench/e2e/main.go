@@ -192,8 +192,8 @@ func main() {
 		}
 	}
 	fmt.Println()
-	fmt.Printf("=== bench-e2e %s: sequential file %s, random %s for %v, %d files; server %s:%s; %v\n",
-		time.Now().Format("2006-01-02 15:04"), size, randSize, c.randRuntime, c.files, c.addr, c.export, time.Since(start).Round(time.Second))
+	fmt.Printf("=== bench-e2e %s: sequential file %s, random %s for %v, %d files; server %s:%s; clock %s; %v\n",
+		time.Now().Format("2006-01-02 15:04"), size, randSize, c.randRuntime, c.files, c.addr, c.export, clocksource(), time.Since(start).Round(time.Second))
 	printTable(os.Stdout, cols, table)
 	for _, col := range table {
 		if anyBuffered(col) {
@@ -510,4 +510,14 @@ func met(r, base result, target float64) string {
 type memoryUse struct {
 	idle, peak procstat.Memory
 	err        error
+}
+
+// clocksource names the kernel's clock: what a clock read costs depends on
+// it (the TSC is read in the vDSO; an emulated HPET costs a system call).
+func clocksource() string {
+	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -31,6 +31,10 @@
 #   LAB_SMP          guest vCPUs                               (default nproc, at most 4)
 #   LAB_ACCEL        kvm | tcg | auto                          (default auto: kvm only on real VT-x/AMD-V)
 #   LAB_CPU          qemu -cpu model                           (default max for tcg, host for kvm)
+#   LAB_KARGS        more guest kernel arguments               (default tsc=reliable: under TCG the
+#                    kernel finds the vCPUs' TSCs unsynchronized and reads the clock from the emulated
+#                    HPET, a system call per read; the TSC keeps clock_gettime in the vDSO, as on real
+#                    machines. LAB_KARGS= boots with the HPET)
 #   LAB_MTU          MTU of dummy0 under rxe0                  (default 9000 -> RoCE MTU 4096)
 #   LAB_EXPORT_SIZE  size of the tmpfs exported as /export     (default 1g; bench: 1536m)
 #   LAB_KPKG         kernel package                            (default: what linux-image-amd64 depends on)
@@ -474,7 +478,7 @@ boot() {
     local q=(qemu-system-x86_64 -nodefaults -no-user-config -no-reboot -display none
         -accel "$accel" -cpu "$cpu" -smp "$LAB_SMP" -m "$LAB_MEM"
         -kernel "$BOOT_KERNEL" -initrd "$INITRD"
-        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off"
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off ${LAB_KARGS-tsc=reliable}"
         -chardev "stdio,id=con,signal=on,logfile=$LOG" -serial chardev:con
         -virtfs "local,path=$CTL,mount_tag=ctl,security_model=none,id=ctl"
         -virtfs "local,path=$LAB_SHARE,mount_tag=host,security_model=none,id=host,multidevs=remap"
