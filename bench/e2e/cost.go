@@ -16,6 +16,8 @@ import (
 type cost struct {
 	ops     int64         // operations the figure counts (I/Os, files, entries)
 	machine time.Duration // busy CPU time of the whole guest
+	rpcs    uint64        // RPCs the mount sent
+	hasRPCs bool          // rpcs was counted
 	proc    *procstat.Process
 	err     error // why the figures are missing
 }
@@ -25,12 +27,18 @@ func (c cost) perOp(d time.Duration) float64 {
 	return float64(d.Microseconds()) / float64(c.ops)
 }
 
+// rpcsPerOp is the RPCs per operation.
+func (c cost) rpcsPerOp() float64 { return float64(c.rpcs) / float64(c.ops) }
+
 // summary is the cost in one line, after the figure.
 func (c cost) summary() string {
 	if c.ops == 0 || c.err != nil {
 		return ""
 	}
 	s := fmt.Sprintf("  guest %.0f µs/op", c.perOp(c.machine))
+	if c.hasRPCs {
+		s += fmt.Sprintf(" %.1f RPCs/op", c.rpcsPerOp())
+	}
 	if c.proc != nil {
 		s += fmt.Sprintf(", rdmafs %.0f µs/op %.1f syscalls/op %.1f ctxsw/op", c.perOp(c.proc.CPU),
 			float64(c.proc.Syscalls)/float64(c.ops), float64(c.proc.CtxSw)/float64(c.ops))
@@ -43,6 +51,7 @@ func (c cost) summary() string {
 type meter struct {
 	c       config
 	tg      target
+	dir     string // the mount point
 	pid     int    // the rdmafs process serving the mount, 0 for the kernel client
 	profile string // the RDMAFS_CPUPROFILE_SIGNALED path, "" for none
 	nprof   int    // profiles started
@@ -87,6 +96,7 @@ const memoryPoll = 250 * time.Millisecond
 // attach finds the rdmafs process serving dir, records its idle memory and
 // starts sampling its memory.
 func (m *meter) attach(dir string) error {
+	m.dir = dir
 	if !m.tg.rdmafs {
 		return nil
 	}
@@ -130,8 +140,11 @@ func (m *meter) detach() memoryUse {
 	return m.mem
 }
 
-// run runs workload key and records what it cost.
+// run runs workload key and records what it cost. The RPCs are counted
+// outside the process's counters: reading rdmafs's statistics is a FUSE
+// request.
 func (m *meter) run(key string, w func() result) result {
+	rpcs0, rpcErr := procstat.MountRPCs(m.dir)
 	machine0, err := procstat.MachineCPU()
 	var proc0 procstat.Process
 	if err == nil && m.pid != 0 {
@@ -160,6 +173,9 @@ func (m *meter) run(key string, w func() result) result {
 		}
 		d := proc1.Sub(proc0)
 		r.cost.proc = &d
+	}
+	if rpcs1, err := procstat.MountRPCs(m.dir); err == nil && rpcErr == nil {
+		r.cost.rpcs, r.cost.hasRPCs = rpcs1-rpcs0, true
 	}
 	return r
 }
@@ -202,13 +218,13 @@ func sendSignal(pid int, sig string) error {
 }
 
 // printCostTable prints one row per workload: for each column the guest's
-// CPU µs per operation, and for an rdmafs column its own CPU µs, system
-// calls and context switches per operation.
+// CPU µs and the mount's RPCs per operation, and for an rdmafs column its
+// own CPU µs, system calls and context switches per operation.
 func printCostTable(w io.Writer, cols []string, table map[string]map[string]result) {
 	head := []string{"workload", "op"}
 	rdmafsCol := map[string]bool{}
 	for _, c := range cols {
-		head = append(head, c+" guest µs")
+		head = append(head, c+" guest µs", "RPCs")
 		for _, r := range table[c] {
 			if r.cost.proc != nil {
 				rdmafsCol[c] = true
@@ -227,6 +243,11 @@ func printCostTable(w io.Writer, cols []string, table map[string]map[string]resu
 			ok := res.err == nil && k.err == nil && k.ops > 0
 			if ok {
 				line = append(line, fmt.Sprintf("%.0f", k.perOp(k.machine)))
+			} else {
+				line = append(line, "-")
+			}
+			if ok && k.hasRPCs {
+				line = append(line, fmt.Sprintf("%.1f", k.rpcsPerOp()))
 			} else {
 				line = append(line, "-")
 			}

@@ -409,8 +409,8 @@ func sequentialRead(path string, runtime time.Duration) result {
 }
 
 // metadata creates -files empty files through each mount, in a directory
-// of its own, lists each directory with ls -l and stats each file (both
-// after dropping the caches), and unlinks them.
+// of its own, lists each directory with ls -l, stats each file and unlinks
+// them (each after dropping the caches).
 func metadata(c config, ms []*mount, each func(string, func(*mount) result), failAll func(string, error)) {
 	keys := []string{"create", "lsl", "stat", "unlink"}
 	wanted := false
@@ -480,10 +480,14 @@ func metadata(c config, ms []*mount, each func(string, func(*mount) result), fai
 		dropCaches()
 		return loop("stat", stat)(mt)
 	})
+	// Caches are dropped before each mount's unlinks too: another mount's
+	// drop before its stats empties this one's caches, so without it only
+	// the last mount would unlink names it still has cached.
 	each("unlink", func(mt *mount) result {
 		if r := mt.res["create"]; r.err != nil {
 			return r
 		}
+		dropCaches()
 		return loop("unlink", os.Remove)(mt)
 	})
 	for _, mt := range ms {
