@@ -37,7 +37,7 @@ func (c cost) summary() string {
 	}
 	s := fmt.Sprintf("  guest %.0f µs/op", c.perOp(c.machine))
 	if c.hasRPCs {
-		s += fmt.Sprintf(" %.1f RPCs/op", c.rpcsPerOp())
+		s += fmt.Sprintf(" %.2f RPCs/op", c.rpcsPerOp())
 	}
 	if c.proc != nil {
 		s += fmt.Sprintf(", rdmafs %.0f µs/op %.1f syscalls/op %.1f ctxsw/op", c.perOp(c.proc.CPU),
@@ -247,7 +247,7 @@ func printCostTable(w io.Writer, cols []string, table map[string]map[string]resu
 				line = append(line, "-")
 			}
 			if ok && k.hasRPCs {
-				line = append(line, fmt.Sprintf("%.1f", k.rpcsPerOp()))
+				line = append(line, fmt.Sprintf("%.2f", k.rpcsPerOp()))
 			} else {
 				line = append(line, "-")
 			}

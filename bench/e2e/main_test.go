@@ -153,7 +153,7 @@ func TestCostTable(t *testing.T) {
 	}
 	// an uncounted mount's RPCs are a dash, not 0
 	f := strings.Fields(lines[1+rowIndex(t, "create")])
-	if got := strings.Join(f[len(f)-9:], " "); got != "2000 2.0 4000 3.0 3000 5.0 2.5 4000 -" {
+	if got := strings.Join(f[len(f)-9:], " "); got != "2000 2.00 4000 3.00 3000 5.0 2.5 4000 -" {
 		t.Errorf("create row ends %q, want 2000 2.0 4000 3.0 3000 5.0 2.5 4000 -", got)
 	}
 	f = strings.Fields(lines[1+rowIndex(t, "unlink")])
