@@ -3,7 +3,8 @@
 // /proc/PID/stat shows them for every thread of the process), read and write
 // system calls (/proc/PID/io), context switches (every thread's
 // /proc/PID/task/TID/status) and memory (VmRSS, VmLck, VmPin of
-// /proc/PID/status), and the machine's busy CPU time (/proc/stat).
+// /proc/PID/status), the machine's busy CPU time (/proc/stat), and the RPCs
+// an NFS mount has sent (its mountstats block, mountstats.go).
 package procstat
 
 import (
