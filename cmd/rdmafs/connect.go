@@ -16,7 +16,7 @@ import (
 
 // defaultNFSPort is NFS's port over TCP: where the client goes when the
 // server has no portmapper, and where serve listens unless told otherwise.
-const defaultNFSPort = 2049
+const defaultNFSPort = nfs3.Port
 
 // mountTimeout bounds one try of a MOUNT-time call.
 const mountTimeout = 10 * time.Second
