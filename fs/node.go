@@ -56,31 +56,13 @@ func (f *FS) newNode(fh nfs3.FH, attr *nfs3.Fattr) *node {
 // id, which programs see as the inode number, and a generation derived
 // from the handle.
 func (n *node) stable() gofs.StableAttr {
-	return gofs.StableAttr{Mode: typeMode(n.obj.typ), Ino: n.obj.fileID, Gen: generation(&n.obj.fh)}
+	return gofs.StableAttr{Mode: n.obj.typ.Mode(), Ino: n.obj.fileID, Gen: generation(&n.obj.fh)}
 }
 
 // child makes the Inode for a file found in directory n.
 func (n *node) child(ctx context.Context, fh nfs3.FH, attr *nfs3.Fattr) *gofs.Inode {
 	c := n.fs.newNode(fh, attr)
 	return n.NewInode(ctx, c, c.stable())
-}
-
-func typeMode(t nfs3.FileType) uint32 {
-	switch t {
-	case nfs3.TypeDir:
-		return syscall.S_IFDIR
-	case nfs3.TypeLnk:
-		return syscall.S_IFLNK
-	case nfs3.TypeBlk:
-		return syscall.S_IFBLK
-	case nfs3.TypeChr:
-		return syscall.S_IFCHR
-	case nfs3.TypeSock:
-		return syscall.S_IFSOCK
-	case nfs3.TypeFifo:
-		return syscall.S_IFIFO
-	}
-	return syscall.S_IFREG
 }
 
 // Getattr implements gofs.NodeGetattrer, for stat and fstat alike. Data written through this client and not

@@ -88,7 +88,7 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	h.last = e
 	de := &fuse.DirEntry{Name: e.name, Ino: e.fileID, Off: h.pos}
 	if e.hasAttr {
-		de.Mode = typeMode(e.attr.Type)
+		de.Mode = e.attr.Type.Mode()
 	}
 	return de, 0
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/svcrdma"
@@ -32,14 +31,14 @@ func TestStressFaults(t *testing.T) {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Logf("seed %d (RDMAFS_STRESS_SEED=%d replays it)", seed, seed)
-	for _, m := range []mountopts.MemReg{mountopts.MemRegMW, mountopts.MemRegRegister, mountopts.MemRegPersistent} {
+	for _, m := range []MemReg{MemRegMW, MemRegRegister, MemRegPersistent} {
 		t.Run(m.String(), func(t *testing.T) {
 			stress(t, m, rand.New(rand.NewPCG(seed, uint64(m))))
 		})
 	}
 }
 
-func stress(t *testing.T, m mountopts.MemReg, rnd *rand.Rand) {
+func stress(t *testing.T, m MemReg, rnd *rand.Rand) {
 	b := newTestBed(t, svcrdma.Config{Credits: 8})
 	c, tr := b.client(t, Config{MemReg: m, Credits: 16, ChunkBuffers: 1, MaxIO: 256 << 10})
 	// Each worker goes on for this long, through many faults.

@@ -188,7 +188,7 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 			MaxInlineWrite: o.MaxInlineWrite,
 			MemReg:         o.MemReg,
 			MaxIO:          max(o.RSize, o.WSize, 1<<20),
-			ChunkBuffers:   rdmaChunkBuffers,
+			ChunkBuffers:   xprtrdma.DefaultChunkBuffers,
 			Logf:           logf,
 		})
 		if err != nil {

@@ -30,11 +30,6 @@ func provider(p mountopts.Provider) (verbs.Provider, error) {
 	return nil, fmt.Errorf("provider=%v is not built in", p)
 }
 
-// rdmaChunkBuffers is how many chunk buffers (of the largest READ or
-// WRITE each) an RDMA mount registers at most, as its calls need them:
-// READ data lands in them and write-behind fills them.
-const rdmaChunkBuffers = 128
-
 // rdmaConnectError says why the mount's RDMA connection to addr failed,
 // naming what answered there. It wraps err.
 func rdmaConnectError(ctx context.Context, err error, addr string, prov mountopts.Provider) error {
