@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -20,7 +21,7 @@ type svcConn struct {
 	data    *rpcrdma.Arena // chunk data pulled and pushed
 	smallMR verbs.MR
 	dataMR  verbs.MR
-	session Session
+	session *sunrpc.Session
 
 	recvInline, sendInline int  // what the client sends and takes inline
 	remoteInv              bool // the client takes Send With Invalidate
@@ -68,7 +69,7 @@ const (
 // run serves the connection until it ends.
 func (c *svcConn) run() {
 	defer c.close()
-	c.session = c.s.cfg.NewSession(c.sendReply)
+	c.session = c.s.cfg.Service.NewSession(c.sendReply, sunrpc.Peer{Secure: true, Admitted: true})
 	defer c.session.Close()
 	c.dispatch = make(chan *svcCall, len(c.table))
 	dispatchDone := make(chan struct{})

@@ -8,22 +8,9 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
-
-// Session is the RPC service of one connection: Call takes one whole call
-// message (and copies it), Close ends the service. Replies come back
-// through the send function the session was made with.
-type Session interface {
-	Call(msg []byte) error
-	Close()
-}
-
-// SendFunc takes a reply of a Session. The n bytes at off of reply, when
-// n > 0, are a result the transport may place directly (READ data),
-// followed by their XDR pad. The reply is the session's again when
-// SendFunc returns.
-type SendFunc func(reply []byte, off, n int) error
 
 // Config configures a Server.
 type Config struct {
@@ -38,8 +25,11 @@ type Config struct {
 	// MaxIO is the largest chunk the server moves for one call; default
 	// 1 MiB plus room for a call's headers.
 	MaxIO int
-	// NewSession starts the RPC service of a connection.
-	NewSession func(send SendFunc) Session
+	// Service serves the calls: each connection runs a session of it
+	// (sunrpc.Session), which places READ data as the reply's Placement
+	// says. Its clients count as admitted (Admit has let them in) and as
+	// calling from a secure port, as knfsd's svcrdma counts them.
+	Service *sunrpc.Server
 	// Admit, if set, decides whether a client at the given address
 	// (host:port) may connect; a refused request is rejected before the
 	// server sets up anything for it.
@@ -71,7 +61,7 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxIO <= 0 {
 		cfg.MaxIO = 1<<20 + 64<<10
 	}
-	if cfg.NewSession == nil {
+	if cfg.Service == nil {
 		return nil, errors.New("svcrdma: server without a service")
 	}
 	s := &Server{cfg: cfg, conns: make(map[*svcConn]struct{}), done: make(chan struct{})}

@@ -129,11 +129,10 @@ func serveRDMA(srv *server.Server, o *serveopts.Options, logf func(string, ...an
 		// RDMA connections count as secure (as in knfsd's svcrdma);
 		// the client list applies to them as to TCP.
 		Admit: func(remote string) bool { return srv.AllowsClient(remote, listen) },
-		NewSession: func(send svcrdma.SendFunc) svcrdma.Session {
-			return srv.NewPlacingSession(func(reply []byte, pl server.Placement) error {
-				return send(reply, pl.Off, pl.Len)
-			})
-		},
+
+		// Each connection is a session of the RPC service TCP serves.
+		Service: srv.RPC(),
+
 		Logf: logf,
 	})
 	if err != nil {

@@ -9,15 +9,16 @@
 //
 // # Shape
 //
-// A transport hands a Session whole RPC call messages (Session.Call) and
-// gets replies back through a send function; Serve runs one Session per TCP
-// connection, and an RPC-over-RDMA listener can do the same per RDMA
-// connection. In a Session, the front parses the RPC header and the
-// arguments, applies the export's access rules (clients, secure ports,
-// squashing: see Export), and answers what does not need the filesystem:
-// RPC refusals, NULL, MOUNT, malformed arguments, bad handles and names.
-// Every other call goes to one of the session's workers, up to
-// Options.Workers calls at once, whose replies may go out in any order.
+// The RPC side is package sunrpc's: New registers NFS v3 and MOUNT v3 on a
+// sunrpc.Server (RPC), which parses the RPC header, refuses what it must
+// at the RPC level, and runs one session per connection (Serve for TCP;
+// svcrdma's listener for RPC-over-RDMA). The front (front.go: each
+// procedure's Front) applies the export's access rules (clients, secure
+// ports, squashing: see Export), decodes the arguments (args.go) and
+// answers what does not need the filesystem: NULL, MOUNT, malformed
+// arguments, bad handles and names. Every other call goes to one of the
+// session's workers (session.go: serveNFS), up to Options.Workers calls at
+// once, whose replies may go out in any order.
 //
 // # Semantics
 //
@@ -63,7 +64,7 @@
 //   - A TCP record longer than the largest valid call (a 1 MiB WRITE) ends
 //     its connection before anything of it is read; call records held from
 //     all TCP connections together, being received or in service, stay
-//     within a fixed budget (see recordBudget).
+//     within a fixed budget (sunrpc's receive budget).
 //   - At most Options.MaxConns TCP connections are served (the least
 //     recently active goes to make room), and one with nothing to do for
 //     Options.IdleTimeout (six minutes, as knfsd) is closed.
