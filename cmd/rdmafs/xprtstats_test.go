@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/server"
@@ -38,7 +39,9 @@ func TestRDMAXprtLineParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
-	rs, err := serveRDMA(srv, &serveOptions{addr: "127.0.0.1", provider: mountopts.ProviderSoft}, t.Logf)
+	o := serveopts.Default()
+	o.Addr, o.RDMAPort, o.Provider = "127.0.0.1", 0, mountopts.ProviderSoft
+	rs, err := serveRDMA(srv, &o, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
