@@ -143,8 +143,9 @@ func (w *worker) create(xid uint32, dir *node, a *nfsArgs) []byte {
 			return err
 		}
 		obj.fd = fd
-		// The process umask took bits away that the client asked for.
-		if requested && mode&w.srv.umask != 0 {
+		// The process umask took bits away that the client asked for
+		// (none when the directory's default ACL made the mode).
+		if requested && mode&w.srv.umask != 0 && !hasDefaultACL(dir) {
 			if err := unix.Fchmod(fd, mode); err != nil {
 				return err
 			}
@@ -209,7 +210,7 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 			return err
 		}
 		if exact && proc != nfs3.ProcSymlink {
-			if err := fixMode(obj, mode); err != nil {
+			if err := fixMode(obj, mode, hasDefaultACL(dir)); err != nil {
 				return err
 			}
 		}
@@ -220,9 +221,14 @@ func (w *worker) makeNode(xid, proc uint32, dir *node, a *nfsArgs) []byte {
 
 // fixMode gives a just-made object exactly the mode the client asked for:
 // the process umask may have taken bits away, and mkdir ignores setuid and
-// setgid.
-func fixMode(obj *node, mode uint32) error {
+// setgid. In a directory with a default ACL (inherited) the kernel applied
+// no umask and made the permission bits from the ACL, as knfsd leaves
+// them: only the setuid, setgid and sticky bits are fixed.
+func fixMode(obj *node, mode uint32, inherited bool) error {
 	have, want := uint32(obj.st.Mode)&0o7777, mode
+	if inherited {
+		want = have&0o777 | mode&0o7000
+	}
 	if obj.isDir() {
 		want |= have & unix.S_ISGID
 	}

@@ -18,7 +18,7 @@ import (
 // nobody is knfsd's default anonuid and anongid.
 const nobody = 65534
 
-// register serves NFS v3 and MOUNT v3 on rpc: the RPC header, the
+// register serves NFS v3, MOUNT v3 and NFSACL v3 (nfsacl.go) on rpc: the RPC header, the
 // program, version and procedure are sunrpc's to check, the rest of a
 // call this package's front's (the procedures' Front) and workers' (their
 // Serve).
@@ -40,6 +40,8 @@ func (s *Server) register(rpc *sunrpc.Server) {
 	mount[nfs3.MountProcUmntAll] = sunrpc.NullProc
 	mount[nfs3.MountProcExport] = sunrpc.Proc{Front: s.exportFront}
 	rpc.Register(nfs3.MountProgram, nfs3.MountVersion, mount)
+
+	s.registerNFSACL(rpc)
 }
 
 // admit is the RPC server's Admit: whether the export lets a TCP
