@@ -75,4 +75,6 @@ func FuzzACLReplies(f *testing.F) {
 	})
 }
 
-func ent(tag acl.Tag, id uint32, perm uint16) acl.Entry { return acl.Entry{Tag: tag, ID: id, Perm: perm} }
+func ent(tag acl.Tag, id uint32, perm uint16) acl.Entry {
+	return acl.Entry{Tag: tag, ID: id, Perm: perm}
+}
