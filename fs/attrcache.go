@@ -52,6 +52,7 @@ func (f *FS) setAttrSince(obj *object, a *nfs3.Fattr, since uint64) {
 		// Who may do what follows from these; a server that keeps
 		// ACLs changes the ctime when it changes one.
 		obj.access.clear()
+		obj.acls.clear()
 	}
 	if obj.attrExpires.IsZero() || a.Mtime != obj.attr.Mtime || a.Ctime != obj.attr.Ctime || a.Size != obj.attr.Size {
 		obj.attrTimeo = lo
@@ -77,6 +78,7 @@ func (f *FS) invalidate(obj *object) {
 	obj.mu.Lock()
 	obj.attrExpires = time.Now()
 	obj.access.clear()
+	obj.acls.clear()
 	obj.mu.Unlock()
 }
 

@@ -65,7 +65,10 @@ type Options struct {
 
 // Config is what New needs.
 type Config struct {
-	Client   *nfs3.Client
+	Client *nfs3.Client
+	// ACL, if set, serves the files' POSIX ACLs (acl.go); the server
+	// must offer NFSACL.
+	ACL      *nfs3.ACLClient
 	Root     nfs3.FH
 	RootAttr nfs3.Fattr
 	Options  Options
@@ -85,6 +88,8 @@ type FS struct {
 	cfg     Config
 	opts    *Options // cfg's, with the defaults filled in
 	nfs     *nfs3.Client
+	acl     *nfs3.ACLClient
+	aclGone atomic.Bool // the server refused NFSACL (acl.go)
 	root    *node
 	start   time.Time
 	creds   credCache
@@ -120,6 +125,7 @@ func New(cfg Config) *FS {
 	f := &FS{
 		cfg:        cfg,
 		nfs:        cfg.Client,
+		acl:        cfg.ACL,
 		start:      time.Now(),
 		writeSlots: make(chan struct{}, o.WritesInFlight),
 		dirty:      newDirtyLimit(o.DirtyLimit),
@@ -146,6 +152,11 @@ func (f *FS) MountOptions() *gofs.Options {
 		neg = f.opts.ACDirMin
 	}
 	maxIO := min(max(f.opts.RSize, f.opts.WSize), 1<<20)
+	extra := uint64(0)
+	if f.acl != nil {
+		// The umask is the file system's to apply (acl.go createMode).
+		extra = fuse.CAP_DONT_MASK
+	}
 	return &gofs.Options{
 		MountOptions: fuse.MountOptions{
 			MaxWrite:           maxIO,
@@ -162,7 +173,7 @@ func (f *FS) MountOptions() *gofs.Options {
 				// chown by another user (knfsd does): the kernel must
 				// not try to with a SETATTR of the mode as that user,
 				// which the server refuses.
-				fuse.CAP_HANDLE_KILLPRIV,
+				fuse.CAP_HANDLE_KILLPRIV | extra,
 			Name:   "rdmafs",
 			FsName: f.cfg.Source,
 		},

@@ -304,6 +304,7 @@ func (n *node) mayChange(name string) syscall.Errno {
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
 	ctx, release := killable(ctx)
 	defer release()
+	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
 	if en := n.mayChange(name); en != 0 {
 		return nil, nil, 0, en
 	}
@@ -371,6 +372,7 @@ func (n *node) opened(ctx context.Context, ino *gofs.Inode, flags uint32, out *f
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx, release := killable(ctx)
 	defer release()
+	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -387,6 +389,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx, release := killable(ctx)
 	defer release()
+	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -585,8 +588,12 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 }
 
 // Getxattr implements gofs.NodeGetxattrer. NFSv3 has no extended
-// attributes; the root directory has one, the mount's statistics.
+// attributes but the POSIX ACLs of NFSACL (acl.go); the root directory
+// has one more, the mount's statistics.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if isACLXattr(attr) && n.fs.usesACLs() {
+		return n.getACLXattr(ctx, attr, dest)
+	}
 	if n.obj != n.fs.root.obj || attr != StatsXattr {
 		return 0, syscall.EOPNOTSUPP
 	}

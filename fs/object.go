@@ -29,6 +29,7 @@ type object struct {
 	dataAttr  nfs3.Fattr
 	dataValid bool
 	access    accessCache
+	acls      aclCache // acl.go; cleared with access
 	// kernelSize is the size the kernel was last told.
 	kernelSize int64
 	opens      int           // open file handles

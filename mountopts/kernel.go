@@ -22,6 +22,7 @@ var mirrors = map[string]string{
 	"sec":        "nfs(5) sec",
 	"resvport":   "nfs(5) resvport, noresvport",
 	"retry":      "nfs(5) retry",
+	"acl":        "nfs(5) acl, noacl",
 
 	"ac":          "nfs(5) ac, noac",
 	"acregmin":    "nfs(5) acregmin",

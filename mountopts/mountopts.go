@@ -39,20 +39,21 @@ import (
 type Options struct {
 	// NFS and transport.
 
-	Proto      Proto // proto=: transport to the NFS server
-	Port       int   // port=: NFS port; 0 = not given (portmapper for tcp, 20049 for rdma)
-	MountPort  int   // mountport=: MOUNT port; 0 = not given (portmapper)
-	MountProto Proto // mountproto=: always ProtoTCP
-	Vers       int   // vers=, nfsvers=: always 3
-	RSize      int   // rsize=: bytes per READ, a multiple of 4096; 0 = negotiate
-	WSize      int   // wsize=: bytes per WRITE, a multiple of 4096; 0 = negotiate
-	Timeo      int   // timeo=: tenths of a second before the first retransmission
-	Retrans    int   // retrans=: retransmissions before a soft mount gives up
-	Soft       bool  // soft (true) or hard (false)
-	NConnect   int   // nconnect=: transport connections to the server
-	Sec        Sec   // sec=: RPC authentication flavour
-	Retry      int   // retry=: minutes to keep retrying an unreachable server at mount time
-	NoResvPort bool  // noresvport: connect from any source port, not a privileged one
+	Proto      Proto  // proto=: transport to the NFS server
+	Port       int    // port=: NFS port; 0 = not given (portmapper for tcp, 20049 for rdma)
+	MountPort  int    // mountport=: MOUNT port; 0 = not given (portmapper)
+	MountProto Proto  // mountproto=: always ProtoTCP
+	Vers       int    // vers=, nfsvers=: always 3
+	RSize      int    // rsize=: bytes per READ, a multiple of 4096; 0 = negotiate
+	WSize      int    // wsize=: bytes per WRITE, a multiple of 4096; 0 = negotiate
+	Timeo      int    // timeo=: tenths of a second before the first retransmission
+	Retrans    int    // retrans=: retransmissions before a soft mount gives up
+	Soft       bool   // soft (true) or hard (false)
+	NConnect   int    // nconnect=: transport connections to the server
+	Sec        Sec    // sec=: RPC authentication flavour
+	Retry      int    // retry=: minutes to keep retrying an unreachable server at mount time
+	NoResvPort bool   // noresvport: connect from any source port, not a privileged one
+	ACL        Choice // acl, noacl: NFSACL; auto and acl: if the server offers it
 
 	// Attribute and lookup caching. The ac* times are in seconds.
 

@@ -170,6 +170,10 @@ var acceptCases = []struct {
 	{"provider=soft", func(o *Options) { o.Provider = ProviderSoft }},
 	{"proto=tcp,memreg=persistent", func(o *Options) { o.MemReg = xprtrdma.MemRegPersistent }},
 
+	{"acl", func(o *Options) { o.ACL = ChoiceOn }},
+	{"noacl", func(o *Options) { o.ACL = ChoiceOff }},
+	{"noacl,acl", func(o *Options) { o.ACL = ChoiceOn }},
+
 	// FUSE.
 	{"allow_other", func(o *Options) { o.AllowOther = ChoiceOn }},
 	{"noallow_other", func(o *Options) { o.AllowOther = ChoiceOff }},

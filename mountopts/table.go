@@ -128,6 +128,11 @@ var table = []option{
 	flagPair(groupNFS, "resvport", "noresvport",
 		"resvport: connect from a privileged source port (needs root), as servers that export with secure (knfsd's default) require",
 		func(o *Options) *bool { return &o.NoResvPort }),
+	choice(groupNFS, "acl", "noacl", "acl: use NFSACL if the server offers it",
+		"acl: read and write POSIX ACLs with the NFSACL side protocol, as system.posix_acl_access and system.posix_acl_default, "+
+			"and let the kernel check permissions against them; a server without NFSACL is used without, as the kernel client does; "+
+			"noacl: no ACLs, permissions from the mode bits only",
+		func(o *Options) *Choice { return &o.ACL }),
 	number(groupNFS, "retry", "minutes to keep retrying the mount while the server is unreachable",
 		numSpec{lo: 0, hi: 10000}, intField(func(o *Options) *int { return &o.Retry })),
 
@@ -244,7 +249,7 @@ var table = []option{
 		apply: func(*Options, string, string) string { return "" },
 	},
 	unsupported("options of nfs(5) that rdmafs does not support: rejected", "", "bg", "softerr", "softreval", "nosoftreval", "sharecache", "nosharecache",
-		"fsc", "nofsc", "acl", "noacl", "mounthost", "mountaddr", "mountvers",
+		"fsc", "nofsc", "mounthost", "mountaddr", "mountvers",
 		"namlen", "addr", "clientaddr", "minorversion", "migration", "nomigration", "max_connect",
 		"xprtsec", "trunkdiscovery", "notrunkdiscovery", "write", "sloppy"),
 	unsupported("the same as proto=udp: rejected, as UDP is not supported (use tcp or rdma)", " (use proto=tcp or proto=rdma)", "udp"),

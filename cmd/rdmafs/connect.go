@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/nfs3/acl"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/xprtrdma"
 )
@@ -26,6 +27,7 @@ const mountTimeout = 10 * time.Second
 type connection struct {
 	mount        *nfs3.MountClient
 	nfs          *nfs3.Client
+	acl          *nfs3.ACLClient // nil: no ACLs (noacl, or the server has no NFSACL)
 	export       string
 	root         nfs3.FH
 	rootAttr     nfs3.Fattr
@@ -119,7 +121,31 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 	}
 	c.rsize = transferSize(o.RSize, info.Rtmax)
 	c.wsize = transferSize(o.WSize, info.Wtmax)
+	if o.ACL != mountopts.ChoiceOff {
+		c.acl = aclClient(cctx, t, auth, a, logf)
+	}
 	return c, nil
+}
+
+// aclClient returns the NFSACL client of the mount, on the NFS transport
+// as the kernel client has it, if the server answers its NULL; nil if not.
+// As with the kernel client, a server without NFSACL is mounted without
+// ACLs, whether acl was asked for or not.
+func aclClient(ctx context.Context, t sunrpc.Transport, auth sunrpc.Auth, a *mountArgs, logf func(string, ...any)) *nfs3.ACLClient {
+	o := &a.opts
+	rpc := sunrpc.NewClient(t, sunrpc.Config{
+		Prog: acl.Program, Vers: acl.Version, Auth: auth,
+		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
+		Server: a.host, ProcNames: acl.ProcNames, Logf: logf,
+	})
+	c := nfs3.NewACLClient(rpc)
+	if err := c.Null(ctx); err != nil {
+		if o.ACL == mountopts.ChoiceOn {
+			logf("server %s: no NFSACL (%v): mounted without ACLs", a.host, err)
+		}
+		return nil
+	}
+	return c
 }
 
 // transferSize is the READ or WRITE size: what the options ask for (1 MiB

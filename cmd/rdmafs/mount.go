@@ -152,6 +152,7 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 
 	fsys := fs.New(fs.Config{
 		Client:       conn.nfs,
+		ACL:          conn.acl,
 		Root:         conn.root,
 		RootAttr:     conn.rootAttr,
 		Options:      fsOptions(&a.opts, conn),
@@ -162,6 +163,11 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 	})
 	opts := fsys.MountOptions()
 	applyFUSEOptions(&opts.MountOptions, &a.opts, a.source)
+	// With the ACLs, the kernel checks permissions against them too
+	// (FUSE_POSIX_ACL), as the NFS client does; it needs
+	// default_permissions, so without it they are only attributes.
+	_, defaultPermissions := sharing(&a.opts, os.Geteuid())
+	opts.EnableAcl = conn.acl != nil && defaultPermissions
 	opts.Logger = logger
 	server, err := fsys.Mount(a.mountpoint, opts)
 	if err != nil {
