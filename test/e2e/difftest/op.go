@@ -41,6 +41,10 @@ type Op struct {
 	Atime, Mtime int64
 	Now          bool
 	Seed         uint64 // what pwrite writes
+	// ACL is the ACL SetACL sets, in the short text form (acl.go);
+	// Default makes SetACL and GetACL work on a directory's default ACL.
+	ACL     string
+	Default bool
 }
 
 // Call names a system call.
@@ -73,6 +77,8 @@ const (
 	Readdir   Call = "readdir"  // the sorted names of directory Path
 	ReadFile  Call = "readfile" // open, read to the end, close: digest
 	Chdir     Call = "chdir"    // a path walk into Path, as chdir(2) does
+	SetACL    Call = "setfacl"  // setxattr(Path, system.posix_acl_*, ACL): acl.go
+	GetACL    Call = "getfacl"  // getxattr(Path, system.posix_acl_*): the ACL as text
 )
 
 func (op Op) String() string {
@@ -105,6 +111,14 @@ func (op Op) String() string {
 		fmt.Fprintf(&b, " %s -> %s", op.Path, op.Path2)
 	case Access:
 		fmt.Fprintf(&b, " %s %#o", op.Path, op.Flags)
+	case SetACL, GetACL:
+		if op.Default {
+			b.WriteString(" default")
+		}
+		fmt.Fprintf(&b, " %s", op.Path)
+		if op.Call == SetACL {
+			fmt.Fprintf(&b, " %q", op.ACL)
+		}
 	default:
 		fmt.Fprintf(&b, " %s", op.Path)
 	}
@@ -117,7 +131,7 @@ func (op Op) String() string {
 func (op Op) mutates() bool {
 	switch op.Call {
 	case Pwrite, Ftruncate, Truncate, Chmod, Chown, Utimes, Unlink, Rmdir, Mkdir, Mkfifo,
-		Rename, Link, Symlink, Fsync, Close:
+		Rename, Link, Symlink, Fsync, Close, SetACL:
 		return true
 	case Open:
 		return op.Flags&(0o100|0o1000) != 0 // O_CREAT, O_TRUNC

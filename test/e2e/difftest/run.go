@@ -473,6 +473,10 @@ func (r *Run) call(op Op) Result {
 			res.Data = digest(data)
 		}
 		return res
+	case SetACL:
+		return setACL(p, op)
+	case GetACL:
+		return getACL(p, op)
 	case Chdir:
 		// The thread's working directory is the process's: open the
 		// directory instead, which walks the path as chdir does.

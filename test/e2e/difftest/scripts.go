@@ -95,9 +95,9 @@ const (
 )
 
 // Cases are the scripted cases: one for each behaviour the client must get
-// right, then a general one.
+// right, then a general one, then those of POSIX ACLs (acl.go).
 func Cases() []Case {
-	return []Case{
+	return append([]Case{
 		{"hole below a queued write", []Op{
 			alice.create("f", 0o644, "w"),
 			alice.pwrite("w", 0xbb90, 0x15bb, 1),
@@ -277,7 +277,7 @@ func Cases() []Case {
 			alice.rmdir("e"),
 			alice.readdir("."),
 		}},
-	}
+	}, aclCases()...)
 }
 
 // SearchPermission is the script of a directory whose owner takes away
