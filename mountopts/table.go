@@ -195,7 +195,7 @@ var table = []option{
 	choice(groupFUSE, "default_permissions", "nodefault_permissions", "default_permissions, unless uid=, gid= or sec=none",
 		"default_permissions: the kernel checks permissions against the files' modes on every path walk and open, "+
 			"as the NFS client does (the server checks each call too); nodefault_permissions: only the server checks, "+
-			"so access beyond the mode bits (ACLs) works but names the kernel has cached skip the directories' search permission",
+			"so the server's ACLs count even without NFSACL (see acl), but names the kernel has cached skip the directories' search permission",
 		func(o *Options) *Choice { return &o.DefaultPermissions }),
 	fsname(),
 	number(groupFUSE, "max_read", "largest FUSE read request in bytes; unset: the FUSE default",
