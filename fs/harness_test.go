@@ -13,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/nfs3/acl"
 	"github.com/rdmafs/rdmafs/nfs3/server"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
@@ -38,6 +39,8 @@ type harnessConfig struct {
 	// wrap, if set, stands between the client and the TCP transport: a
 	// test can make the server misbehave by changing calls and replies.
 	wrap func(sunrpc.Transport) sunrpc.Transport
+	// acl serves POSIX ACLs with NFSACL on the NFS transport.
+	acl bool
 }
 
 const rootNode = 1 // the FUSE node id of the root directory
@@ -93,7 +96,14 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		opts.ACDirMin, opts.ACDirMax = 30*time.Second, 60*time.Second
 		opts.LookupPositive, opts.LookupNegative = true, true
 	}
-	f := New(Config{Client: client, Root: root, RootAttr: rootAttr, Options: opts, Logf: t.Logf})
+	var aclClient *nfs3.ACLClient
+	if cfg.acl {
+		aclClient = nfs3.NewACLClient(sunrpc.NewClient(tr, sunrpc.Config{
+			Prog: acl.Program, Vers: acl.Version, Auth: auth,
+			Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: acl.ProcNames,
+		}))
+	}
+	f := New(Config{Client: client, ACL: aclClient, Root: root, RootAttr: rootAttr, Options: opts, Logf: t.Logf})
 	raw := gofs.NewNodeFS(f.Root(), f.MountOptions())
 	return &harness{t: t, dir: dir, fs: f, raw: raw, caller: fuse.Caller{Pid: uint32(os.Getpid())}}
 }

@@ -193,3 +193,25 @@ func TestACLNoacl(t *testing.T) {
 		t.Fatalf("with noacl, the named user's read: %v, want EACCES (the mode bits)", en)
 	}
 }
+
+// TestACLChangedOnServer: an ACL changed on the server itself is seen
+// through the mount once the file's attributes are revalidated (noac:
+// at once), as the kernel client drops its cached ACLs when the ctime
+// moves.
+func TestACLChangedOnServer(t *testing.T) {
+	export, mnt := aclExport(t, "noac")
+	p, sp := filepath.Join(mnt, "f"), filepath.Join(export, "f")
+	write(t, sp, "data")
+	os.Chmod(sp, 0o600)
+	if en := asUser(t, 2001, 2001, nil, "read", p); en != syscall.EACCES {
+		t.Fatalf("before the ACL, uid 2001 read a 0600 root file: %v", en)
+	}
+	facl(t, "setfacl", "-m", "u:2001:r", sp)
+	if en := asUser(t, 2001, 2001, nil, "read", p); en != 0 {
+		t.Fatalf("after setfacl on the server, the named user's read through the mount: %v", en)
+	}
+	facl(t, "setfacl", "-x", "u:2001", sp)
+	if en := asUser(t, 2001, 2001, nil, "read", p); en != syscall.EACCES {
+		t.Fatalf("after the entry went on the server, the user's read through the mount: %v, want EACCES", en)
+	}
+}
