@@ -211,3 +211,21 @@ func TestSetACLReadOnly(t *testing.T) {
 		t.Fatalf("SETACL on a read-only export: %v, want NFS3ERR_ROFS", err)
 	}
 }
+
+// TestSetACLRootSquashed: on an export that squashes root (the default),
+// root's SETACL on a file of root's is refused, as its other changes are.
+func TestSetACLRootSquashed(t *testing.T) {
+	root := exportDir(t)
+	os.WriteFile(filepath.Join(root, "f"), nil, 0o644)
+	_, addr := startServer(t, Options{Root: root, Export: Export{Insecure: true}})
+	c := dialACL(t, addr)
+	fh := c.lookup(t, "f")
+	set := acl.SetArgs{Mask: acl.MaskACL, Access: namedACL}
+	var attr nfs3.Fattr
+	if _, err := c.acl.SetACL(context.Background(), &sunrpc.Cred{}, &fh, &set, 0, 0, &attr); !errors.Is(err, nfs3.ErrPerm) {
+		t.Fatalf("squashed root's SETACL: %v, want NFS3ERR_PERM", err)
+	}
+	if got := fileACL(t, filepath.Join(root, "f"), acl.XattrAccess); got != nil {
+		t.Fatalf("the file has the ACL %v", got)
+	}
+}

@@ -1,12 +1,16 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The tests of this file hold POSIX ACLs through an rdmafs mount of
@@ -213,5 +217,36 @@ func TestACLChangedOnServer(t *testing.T) {
 	facl(t, "setfacl", "-x", "u:2001", sp)
 	if en := asUser(t, 2001, 2001, nil, "read", p); en != syscall.EACCES {
 		t.Fatalf("after the entry went on the server, the user's read through the mount: %v, want EACCES", en)
+	}
+}
+
+// TestACLServerWithoutNFSACL: a server without NFSACL (go-nfs) is mounted
+// without ACLs even when acl is asked for, as the kernel client does; the
+// ACL attributes are then not supported, and getfacl shows the mode.
+func TestACLServerWithoutNFSACL(t *testing.T) {
+	needHost(t)
+	dir := t.TempDir()
+	port := startGoNFS(t, dir)
+	mnt := t.TempDir()
+	opts := fmt.Sprintf("proto=tcp,port=%d,mountport=%d,sec=none,acl", port, port)
+	start := time.Now()
+	if out, err := exec.Command(rdmafsBin, "-o", opts, "127.0.0.1:/", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount with acl of a server without NFSACL: %v: %s", err, out)
+	}
+	t.Cleanup(func() { unmount(t, mnt) })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the mount took %v", d)
+	}
+	p := filepath.Join(mnt, "f")
+	write(t, p, "x")
+	os.Chmod(p, 0o640)
+	if got, want := entries(t, p), "user::rw-\ngroup::r--\nother::---\n\n"; got != want {
+		t.Fatalf("getfacl:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := unix.Getxattr(p, "system.posix_acl_access", make([]byte, 64)); err != unix.EOPNOTSUPP {
+		t.Fatalf("getxattr of the access ACL: %v, want EOPNOTSUPP", err)
+	}
+	if out, err := exec.Command("setfacl", "-m", "u:2001:r", p).CombinedOutput(); err == nil {
+		t.Fatalf("setfacl succeeded without NFSACL: %s", out)
 	}
 }
