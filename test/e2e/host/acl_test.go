@@ -250,3 +250,35 @@ func TestACLServerWithoutNFSACL(t *testing.T) {
 		t.Fatalf("setfacl succeeded without NFSACL: %s", out)
 	}
 }
+
+// TestACLLargeOverRDMA: an ACL larger than an inline RPC-over-RDMA message
+// (480 named users: SETACL's call and GETACL's reply of almost 6 KB) goes
+// through an RDMA mount both ways. FUSE takes no ACL larger than a page
+// (fuse_set_acl: E2BIG), 511 entries.
+func TestACLLargeOverRDMA(t *testing.T) {
+	needHost(t)
+	export := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	s := startServer(t, export, 0, append([]string{"no_root_squash"}, rdmaServe...)...)
+	mnt := s.mount(t)
+	p, sp := filepath.Join(mnt, "f"), filepath.Join(export, "f")
+	write(t, p, "x")
+	var spec strings.Builder
+	for uid := 10000; uid < 10480; uid++ {
+		fmt.Fprintf(&spec, "u:%d:r\n", uid)
+	}
+	specFile := filepath.Join(t.TempDir(), "acl")
+	os.WriteFile(specFile, []byte(spec.String()), 0o644)
+	facl(t, "setfacl", "-M", specFile, p)
+	want := entries(t, sp)
+	if strings.Count(want, "\nuser:") != 480 {
+		t.Fatalf("the server's file has %d named users, want 480", strings.Count(want, "\nuser:"))
+	}
+	dropCaches(t)
+	if got := entries(t, p); got != want {
+		t.Fatalf("getfacl through the mount differs from the server's file (%d and %d bytes)", len(got), len(want))
+	}
+}
