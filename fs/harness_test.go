@@ -98,7 +98,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	}
 	var aclClient *nfs3.ACLClient
 	if cfg.acl {
-		aclClient = nfs3.NewACLClient(sunrpc.NewClient(tr, sunrpc.Config{
+		aclClient = nfs3.NewACLClient(rpc.Sibling(sunrpc.Config{
 			Prog: acl.Program, Vers: acl.Version, Auth: auth,
 			Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: acl.ProcNames,
 		}))

@@ -12,9 +12,8 @@ import (
 
 // ACLClient calls the NFSACL v3 procedures (GETACL, SETACL; package acl)
 // of one server. The Linux client sends them on its NFS connection, and so
-// may this one: give NewACLClient an RPC client for acl.Program and
-// acl.Version over the NFS client's transport. It is safe for concurrent
-// use.
+// may this one: give NewACLClient the NFS RPC client's Sibling for
+// acl.Program and acl.Version. It is safe for concurrent use.
 type ACLClient struct {
 	rpc *sunrpc.Client
 }

@@ -47,7 +47,7 @@ type Config struct {
 type Client struct {
 	cfg   Config
 	t     Transport
-	xid   atomic.Uint32
+	xid   *atomic.Uint32 // shared with its siblings (Sibling)
 	pool  sync.Pool
 	stats []OpStats
 
@@ -58,13 +58,24 @@ type Client struct {
 
 // NewClient returns a Client that sends its calls through t.
 func NewClient(t Transport, cfg Config) *Client {
+	var seed [4]byte
+	_, _ = rand.Read(seed[:])
+	xid := new(atomic.Uint32)
+	xid.Store(binary.BigEndian.Uint32(seed[:]))
+	return newClient(t, cfg, xid)
+}
+
+// Sibling returns a Client of another program and version (cfg) on c's
+// transport, as the Linux client calls NFSACL on its NFS connection. The
+// two take their xids from one sequence, so that no two calls in flight on
+// the transport ever share one. Closing either closes the transport.
+func (c *Client) Sibling(cfg Config) *Client { return newClient(c.t, cfg, c.xid) }
+
+func newClient(t Transport, cfg Config, xid *atomic.Uint32) *Client {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	c := &Client{cfg: cfg, t: t, stats: make([]OpStats, max(len(cfg.ProcNames), 1))}
-	var seed [4]byte
-	_, _ = rand.Read(seed[:])
-	c.xid.Store(binary.BigEndian.Uint32(seed[:]))
+	c := &Client{cfg: cfg, t: t, xid: xid, stats: make([]OpStats, max(len(cfg.ProcNames), 1))}
 	c.pool.New = func() any {
 		return &Call{Head: make([]byte, 0, 512), done: make(chan struct{}, 1), client: c}
 	}

@@ -122,18 +122,18 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 	c.rsize = transferSize(o.RSize, info.Rtmax)
 	c.wsize = transferSize(o.WSize, info.Wtmax)
 	if o.ACL != mountopts.ChoiceOff {
-		c.acl = aclClient(cctx, t, auth, a, logf)
+		c.acl = aclClient(cctx, rpc, auth, a, logf)
 	}
 	return c, nil
 }
 
-// aclClient returns the NFSACL client of the mount, on the NFS transport
-// as the kernel client has it, if the server answers its NULL; nil if not.
-// As with the kernel client, a server without NFSACL is mounted without
-// ACLs, whether acl was asked for or not.
-func aclClient(ctx context.Context, t sunrpc.Transport, auth sunrpc.Auth, a *mountArgs, logf func(string, ...any)) *nfs3.ACLClient {
+// aclClient returns the NFSACL client of the mount, on the NFS client's
+// transport as the kernel client has it, if the server answers its NULL;
+// nil if not. As with the kernel client, a server without NFSACL is
+// mounted without ACLs, whether acl was asked for or not.
+func aclClient(ctx context.Context, nfs *sunrpc.Client, auth sunrpc.Auth, a *mountArgs, logf func(string, ...any)) *nfs3.ACLClient {
 	o := &a.opts
-	rpc := sunrpc.NewClient(t, sunrpc.Config{
+	rpc := nfs.Sibling(sunrpc.Config{
 		Prog: acl.Program, Vers: acl.Version, Auth: auth,
 		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
 		Server: a.host, ProcNames: acl.ProcNames, Logf: logf,

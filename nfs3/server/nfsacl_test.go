@@ -45,9 +45,10 @@ func dialACL(t *testing.T, addr string) *aclTestClient {
 	tr := sunrpc.NewTCP(sunrpc.TCPConfig{Addr: addr})
 	t.Cleanup(func() { tr.Close() })
 	cfg := sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth, Timeout: 5 * time.Second, Soft: true}
-	c := &aclTestClient{nfs: nfs3.NewClient(sunrpc.NewClient(tr, cfg)), root: root}
+	rpc := sunrpc.NewClient(tr, cfg)
+	c := &aclTestClient{nfs: nfs3.NewClient(rpc), root: root}
 	cfg.Prog, cfg.Vers = acl.Program, acl.Version
-	c.acl = nfs3.NewACLClient(sunrpc.NewClient(tr, cfg))
+	c.acl = nfs3.NewACLClient(rpc.Sibling(cfg))
 	return c
 }
 
