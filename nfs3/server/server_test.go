@@ -1082,3 +1082,35 @@ func TestDisconnectedHandle(t *testing.T) {
 		t.Fatalf("GETATTR of a disconnected file after a restart, by search: %d %+v", st, a)
 	}
 }
+
+// TestWriteCountMismatch: a WRITE whose count disagrees with the length of
+// its data is GARBAGE_ARGS, as knfsd answers it (nfs3svc_decode_writeargs),
+// and writes nothing; before, the server wrote the shorter of the two and
+// answered OK.
+func TestWriteCountMismatch(t *testing.T) {
+	root := exportDir(t)
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
+	c := dialServer(t, addr)
+	rootFH := c.root()
+	st, fh := c.create(asRoot, rootFH, "f", 0, 0o644)
+	if st != nfs3.OK {
+		t.Fatalf("CREATE: %d", st)
+	}
+	for _, count := range []uint32{3, 9, 1 << 20} {
+		a := fhArg(fh)
+		a.Uint64(0)
+		a.Uint32(count)
+		a.Uint32(uint32(nfs3.FileSync))
+		a.Opaque([]byte("hello"))
+		rep := c.call(nfs3.Program, nfs3.Version, nfs3.ProcWrite, asRoot, a.Buf)
+		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
+			t.Errorf("WRITE of count %d with 5 bytes of data: %+v, want GARBAGE_ARGS", count, rep)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); len(got) != 0 {
+		t.Errorf("WRITEs refused as garbage left %q in the file", got)
+	}
+	if w := c.write(asRoot, fh, 0, []byte("hello"), nfs3.FileSync); w.status != nfs3.OK || w.count != 5 {
+		t.Fatalf("WRITE whose count matches its data: %+v", w)
+	}
+}
