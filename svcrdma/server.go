@@ -11,11 +11,12 @@ import (
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
-// Session is the RPC service of one connection: Call takes one whole call
-// message (and copies it), Close ends the service. Replies come back
-// through the send function the session was made with.
+// Session is the RPC service of one connection: CallInPlace takes one
+// whole call message, serves it where it lies and calls done once it no
+// longer needs it (whatever CallInPlace returns), Close ends the service.
+// Replies come back through the send function the session was made with.
 type Session interface {
-	Call(msg []byte) error
+	CallInPlace(msg []byte, done func()) error
 	Close()
 }
 
@@ -38,8 +39,14 @@ type Config struct {
 	// MaxIO is the largest chunk the server moves for one call; default
 	// 1 MiB plus room for a call's headers.
 	MaxIO int
-	// NewSession starts the RPC service of a connection.
+	// NewSession starts the RPC service of a connection. If the Session
+	// has a method Done() <-chan struct{}, the connection ends when
+	// that channel closes (the service ended the session).
 	NewSession func(send SendFunc) Session
+	// Budget, if set, is the memory the connections' large buffers
+	// beyond each connection's first come out of; when it is spent, a
+	// connection makes do with the buffers it has.
+	Budget Budget
 	// Admit, if set, decides whether a client at the given address
 	// (host:port) may connect; a refused request is rejected before the
 	// server sets up anything for it.
@@ -172,35 +179,18 @@ func (s *Server) logf(format string, args ...any) {
 func (s *Server) accept(req verbs.ConnRequest) (*svcConn, error) {
 	peer, _ := rpcrdma.DecodePrivateData(req.PrivateData())
 	cfg := &s.cfg
-	c := &svcConn{s: s, calls: make(map[uint32]*svcCall)}
+	c := &svcConn{s: s, calls: make(map[uint32]*svcCall), lost: make(chan struct{})}
 	// What the client sends and receives inline.
 	c.recvInline = min(cfg.MaxInline, peer.SendSize)
 	c.sendInline = min(cfg.MaxInline, peer.RecvSize)
 	c.remoteInv = peer.Flags&rpcrdma.PrivRemoteInvalidate != 0
-	var err error
-	inline := cfg.MaxInline
-	// Small buffers: Receives, Sends, inline calls, error replies.
-	if c.small, err = rpcrdma.NewArena(6*cfg.Credits+8, inline); err != nil {
-		req.Reject(nil)
-		return nil, err
-	}
-	if c.data, err = rpcrdma.NewArena(2*cfg.Credits, (cfg.MaxIO+4095)&^4095); err != nil {
-		c.small.Close()
-		req.Reject(nil)
-		return nil, err
-	}
-	if c.smallMR, err = s.pd.Register(c.small.Mem(), 0, len(c.small.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
-		c.freeMemory()
-		req.Reject(nil)
-		return nil, err
-	}
-	if c.dataMR, err = s.pd.Register(c.data.Mem(), 0, len(c.data.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
-		c.freeMemory()
+	if err := c.newBuffers(); err != nil {
 		req.Reject(nil)
 		return nil, err
 	}
 	caps := s.dev.Caps()
 	own := rpcrdma.PrivateData{SendSize: cfg.MaxInline, RecvSize: cfg.MaxInline}
+	var err error
 	c.conn, err = req.Accept(verbs.ConnConfig{
 		SendDepth: 8*cfg.Credits + 8, RecvDepth: cfg.Credits + 8,
 		MaxSendSGE: 2, MaxRecvSGE: 1,

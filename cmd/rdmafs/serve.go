@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,6 +174,11 @@ func serve(args []string) error {
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The garbage collector keeps the heap near what clients can
+		// make the server hold, rather than letting it reach twice that.
+		debug.SetMemoryLimit(srv.HeapBound())
+	}
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
 	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.export, clientList(&o))
@@ -237,6 +243,9 @@ func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (
 		// RDMA connections count as secure (as in knfsd's svcrdma);
 		// the client list applies to them as to TCP.
 		Admit: func(remote string) bool { return srv.AllowsClient(remote, listen) },
+		// A connection's buffers beyond its first come out of the
+		// budget TCP call records do.
+		Budget: srv,
 		NewSession: func(send svcrdma.SendFunc) svcrdma.Session {
 			return srv.NewPlacingSession(func(reply []byte, pl server.Placement) error {
 				return send(reply, pl.Off, pl.Len)

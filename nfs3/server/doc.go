@@ -61,11 +61,13 @@
 // # Limits
 //
 //   - A TCP record longer than the largest valid call (a 1 MiB WRITE) ends
-//     its connection before anything of it is read; call records held from
-//     all TCP connections together, being received or in service, stay
-//     within a fixed budget (see recordBudget).
-//   - At most Options.MaxConns TCP connections are served (the least
-//     recently active goes to make room), and one with nothing to do for
+//     its connection before anything of it is read; the large parts of call
+//     records held from all TCP connections together, being received or in
+//     service, and the buffers other transports reserve (TryReserve) stay
+//     within one budget (see recordBudget and memory.go).
+//   - At most Options.MaxConns connections are served, TCP connections and
+//     other transports' sessions together (the least recently active goes
+//     to make room), and a TCP connection with nothing to do for
 //     Options.IdleTimeout (six minutes, as knfsd) is closed.
 //   - CREATE EXCLUSIVE answers NFS3ERR_NOTSUPP; clients fall back to
 //     GUARDED, whose existence check and creation are not atomic.

@@ -22,9 +22,10 @@ type Options struct {
 	ReadOnly bool
 	Export   Export // security options (knfsd's exports(5) defaults when zero)
 	Workers  int    // calls served at once per connection; 0 = default (8)
-	// MaxConns bounds the TCP connections served at once; when a new one
-	// comes, the least recently active goes, as knfsd does. 0 means
-	// DefaultMaxConns.
+	// MaxConns bounds the connections served at once, TCP connections
+	// and the sessions of other transports (RPC-over-RDMA's) together;
+	// when a new one comes, the least recently active goes, as knfsd
+	// does. 0 means DefaultMaxConns.
 	MaxConns int
 	// IdleTimeout closes a TCP connection that sent nothing and has no call
 	// in service for that long; 0 means DefaultIdleTimeout, < 0 never.
@@ -67,8 +68,11 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]*connState
 	sessions  map[*Session]struct{}
-	serving   sync.WaitGroup // Serve calls and their connection goroutines
-	closeOnce sync.Once
+	// transportSessions are the sessions of other transports
+	// (NewSession): they count as connections under MaxConns.
+	transportSessions map[*Session]struct{}
+	serving           sync.WaitGroup // Serve calls and their connection goroutines
+	closeOnce         sync.Once
 }
 
 // New validates opts.Root and checks, before any client arrives, everything
@@ -185,6 +189,15 @@ func (s *Server) AllowsClient(remote, listen string) bool {
 	return s.opts.Export.allows(r.Addr(), l)
 }
 
+// TryReserve takes n bytes of the server's memory budget, which the large
+// parts of TCP call records come out of too, for a transport's own buffers
+// (RPC-over-RDMA's), if it has them; it never waits. Unreserve gives them
+// back.
+func (s *Server) TryReserve(n int) bool { return s.receiving.tryAcquire(n) }
+
+// Unreserve gives back n bytes TryReserve took.
+func (s *Server) Unreserve(n int) { s.receiving.release(n) }
+
 // Serve accepts connections on l and serves ONC RPC over TCP record marking
 // on each, MOUNT v3 and NFSv3 alike, until l fails or Close. After Close it
 // returns ErrClosed.
@@ -297,18 +310,7 @@ func (s *Server) addConn(c net.Conn) (*connState, bool) {
 	if s.conns == nil {
 		s.conns = make(map[net.Conn]*connState)
 	}
-	if len(s.conns) >= s.opts.MaxConns {
-		var oldest net.Conn
-		var at int64
-		for oc, st := range s.conns {
-			if t := st.lastActive.Load(); oldest == nil || t < at {
-				oldest, at = oc, t
-			}
-		}
-		s.logf("server: %d connections (max_connections): closing the least recently active, from %v", len(s.conns), oldest.RemoteAddr())
-		oldest.Close() // its goroutine removes it
-		delete(s.conns, oldest)
-	}
+	s.makeRoomLocked()
 	st := &connState{}
 	st.touch()
 	s.conns[c] = st
@@ -322,7 +324,45 @@ func (s *Server) removeConn(c net.Conn) {
 	delete(s.conns, c)
 }
 
-func (s *Server) addSession(ss *Session) bool {
+// makeRoomLocked closes the least recently active connection, TCP
+// connection or another transport's session, when MaxConns are served, as
+// knfsd does: a client that holds connections without using them cannot
+// lock others out. The caller holds mu.
+func (s *Server) makeRoomLocked() {
+	if len(s.conns)+len(s.transportSessions) < s.opts.MaxConns {
+		return
+	}
+	var oldConn net.Conn
+	var oldSession *Session
+	var at int64
+	for oc, st := range s.conns {
+		if t := st.lastActive.Load(); oldConn == nil || t < at {
+			oldConn, at = oc, t
+		}
+	}
+	for ss := range s.transportSessions {
+		if t := ss.lastActive.Load(); oldConn == nil && oldSession == nil || t < at {
+			oldConn, oldSession, at = nil, ss, t
+		}
+	}
+	n := len(s.conns) + len(s.transportSessions)
+	switch {
+	case oldSession != nil:
+		s.logf("server: %d connections (max_connections): closing the least recently active, from %s", n, oldSession.peerString())
+		delete(s.transportSessions, oldSession)
+		// Its transport ends the connection (Session.Done); Close
+		// waits for calls in service, so not under mu.
+		go oldSession.Close()
+	case oldConn != nil:
+		s.logf("server: %d connections (max_connections): closing the least recently active, from %v", n, oldConn.RemoteAddr())
+		oldConn.Close() // its goroutine removes it
+		delete(s.conns, oldConn)
+	}
+}
+
+// addSession registers a session; one of another transport (not made by
+// Serve) counts as a connection, making room for itself under MaxConns.
+func (s *Server) addSession(ss *Session, transport bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -330,6 +370,11 @@ func (s *Server) addSession(ss *Session) bool {
 	}
 	if s.sessions == nil {
 		s.sessions = make(map[*Session]struct{})
+		s.transportSessions = make(map[*Session]struct{})
+	}
+	if transport {
+		s.makeRoomLocked()
+		s.transportSessions[ss] = struct{}{}
 	}
 	s.sessions[ss] = struct{}{}
 	return true
@@ -339,4 +384,5 @@ func (s *Server) removeSession(ss *Session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, ss)
+	delete(s.transportSessions, ss)
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -34,6 +35,10 @@ type Session struct {
 	// inService counts calls handed to workers and not yet answered: a
 	// connection with calls in service is not idle.
 	inService atomic.Int32
+	// lastActive is when the transport last handed the session a call
+	// (unix nanoseconds): the least recently active goes first when
+	// MaxConns are served.
+	lastActive atomic.Int64
 
 	idle     chan *worker
 	mu       sync.Mutex
@@ -54,8 +59,11 @@ type peer struct {
 type call struct {
 	rpc  *rpcCall
 	args *nfsArgs
-	buf  *[]byte // the pooled buffer of the call's record
-	held int     // bytes of the server's record budget the call holds
+	buf  *[]byte // the pooled buffer of the call's record, or nil
+	// release gives back the transport's buffer the call lies in, if
+	// it lies in one (CallInPlace).
+	release func()
+	held    int // bytes of the server's record budget the call holds
 }
 
 // Placement says where a reply's result that may be placed directly lies
@@ -81,10 +89,12 @@ func (s *Server) NewSession(send func(reply []byte) error) *Session {
 // NewPlacingSession is NewSession for a transport that places READ data
 // directly (RPC-over-RDMA): send also learns where the data lies.
 func (s *Server) NewPlacingSession(send func(reply []byte, p Placement) error) *Session {
-	return s.newSession(send, peer{allowed: true, secure: true})
+	return s.newSession(send, peer{allowed: true, secure: true}, true)
 }
 
-func (s *Server) newSession(send func(reply []byte, p Placement) error, p peer) *Session {
+// newSession starts a session; a transport's (not one of Serve's TCP
+// connections) counts as a connection under MaxConns.
+func (s *Server) newSession(send func(reply []byte, p Placement) error, p peer, transport bool) *Session {
 	ss := &Session{
 		srv:  s,
 		send: send,
@@ -92,11 +102,17 @@ func (s *Server) newSession(send func(reply []byte, p Placement) error, p peer) 
 		quit: make(chan struct{}),
 		idle: make(chan *worker, s.opts.Workers),
 	}
-	if !s.addSession(ss) {
+	ss.lastActive.Store(time.Now().UnixNano())
+	if !s.addSession(ss, transport) {
 		ss.Close()
 	}
 	return ss
 }
+
+// Done is closed when the session is: by its transport, or by the server
+// to make room for another connection (MaxConns), after which the
+// transport should end its connection.
+func (ss *Session) Done() <-chan struct{} { return ss.quit }
 
 // Call serves one RPC call message (without record mark). Its reply goes to
 // send, later, possibly after replies to later calls. Call copies msg and
@@ -108,11 +124,21 @@ func (s *Server) newSession(send func(reply []byte, p Placement) error, p peer) 
 // session is closed. Every other problem is answered with an RPC or NFS
 // error reply.
 func (ss *Session) Call(msg []byte) error {
+	ss.lastActive.Store(time.Now().UnixNano())
 	bp := recordPool.Get().(*[]byte)
 	record := append((*bp)[:0], 0, 0, 0, 0)
 	putMark(record, len(msg))
 	*bp = append(record, msg...)
 	return ss.callRecord(bp, 0)
+}
+
+// CallInPlace is Call without the copy, for a transport that receives
+// calls into buffers of its own (RPC-over-RDMA): the session serves msg
+// where it lies and calls done once it no longer needs it (the call is
+// answered or dropped), whatever CallInPlace returns.
+func (ss *Session) CallInPlace(msg []byte, done func()) error {
+	ss.lastActive.Store(time.Now().UnixNano())
+	return ss.serve(msg, nil, done, 0)
 }
 
 // recordPool holds call records (record mark and message) between calls:
@@ -127,18 +153,25 @@ var recordPool = sync.Pool{New: func() any {
 // with held bytes of the server's record budget, which it releases once
 // the call is answered.
 func (ss *Session) callRecord(bp *[]byte, held int) error {
+	return ss.serve((*bp)[4:], bp, nil, held)
+}
+
+// serve serves the call msg, which lies in the pooled record *bp or, if
+// bp is nil, in a transport's buffer that release gives back, with held
+// bytes of the server's record budget; it gives both back once the call
+// is answered.
+func (ss *Session) serve(msg []byte, bp *[]byte, release func(), held int) error {
 	done := true
 	defer func() {
 		if done {
-			recordPool.Put(bp)
+			giveBack(bp, release)
 			ss.srv.receiving.release(held)
 		}
 	}()
 	if ss.closed.Load() {
 		return ErrClosed
 	}
-	record := *bp
-	c, refusal, err := parseCall(record[4:])
+	c, refusal, err := parseCall(msg)
 	switch {
 	case err != nil:
 		return err
@@ -174,7 +207,7 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 	}
 	done = false // the worker gives the record back
 	ss.inService.Add(1)
-	w.work <- &call{rpc: c, args: args, buf: bp, held: held}
+	w.work <- &call{rpc: c, args: args, buf: bp, release: release, held: held}
 	return nil
 }
 
@@ -318,9 +351,19 @@ func (w *worker) run() {
 	}
 }
 
+// giveBack gives back a call's buffer: a pooled record, or a transport's.
+func giveBack(bp *[]byte, release func()) {
+	if bp != nil {
+		recordPool.Put(bp)
+	}
+	if release != nil {
+		release()
+	}
+}
+
 // done gives back what a call held: its record and its reservation.
 func (w *worker) done(c *call) {
-	recordPool.Put(c.buf)
+	giveBack(c.buf, c.release)
 	w.srv.receiving.release(c.held)
 	w.ss.inService.Add(-1)
 }

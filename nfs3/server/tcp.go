@@ -146,9 +146,9 @@ func (s *Server) serveConn(conn net.Conn, st *connState) {
 		_, err := bufs.WriteTo(conn)
 		return err
 	}
-	ss := s.newSession(send, p)
+	ss := s.newSession(send, p, false)
 	idle := &idleReader{conn: conn, ss: ss, st: st, timeout: s.opts.IdleTimeout}
-	rr := &recordReader{r: bufio.NewReaderSize(idle, 64<<10), budget: &s.receiving, wait: s.opts.IdleTimeout, quit: s.quit}
+	rr := &recordReader{r: bufio.NewReaderSize(idle, connReadBuffer), budget: &s.receiving, wait: s.opts.IdleTimeout, quit: s.quit}
 	for {
 		// Each record is read into a pooled buffer the session keeps
 		// until the call is answered: no copy of a large WRITE.
@@ -258,6 +258,17 @@ func (b *byteBudget) acquire(n int, wait time.Duration, quit <-chan struct{}) bo
 			return false
 		}
 	}
+}
+
+// tryAcquire reserves n bytes if the budget has them, without waiting.
+func (b *byteBudget) tryAcquire(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.free < n {
+		return false
+	}
+	b.free -= n
+	return true
 }
 
 func (b *byteBudget) release(n int) {
