@@ -1,4 +1,8 @@
-// Package sunrpc is an ONC RPC version 2 client (RFC 5531).
+// Package sunrpc is both ends of ONC RPC version 2 (RFC 5531), as the
+// kernel's net/sunrpc holds both clnt and svc: the client of rdmafs's
+// mounts and the server of `rdmafs serve`.
+//
+// # Client
 //
 // A Client sends calls of one program and version through a Transport and
 // gives each call the policy of an NFS mount: a per-call timeout that grows
@@ -29,4 +33,31 @@
 // buffer.go has the pooled buffers replies and payloads live in;
 // stats.go counts each procedure's calls, xprtstats.go the counters of
 // every transport's "xprt:" line.
+//
+// # Server
+//
+// A Server serves the programs registered on it (Register: a program, a
+// version and its table of procedures), over TCP (Serve) and over any
+// transport that hands it whole call messages (NewSession; svcrdma for
+// RPC-over-RDMA). Each connection is a Session: its calls are parsed,
+// refused at the RPC level where they must be (RPC_MISMATCH, AUTH_BADCRED
+// and AUTH_BADVERF, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL), then go to
+// their procedure's Front, in the transport's goroutine, which answers
+// what needs no worker (refusals of the program's own, GARBAGE_ARGS,
+// cheap procedures) or leaves the call to Serve in one of the session's
+// workers; a panic there is SYSTEM_ERR. Replies go out in any order.
+//
+//	svc.go        Server, Register and the dispatch by program, version
+//	              and procedure; Request, Peer, Placement
+//	svcmsg.go     the call header parsed, AUTH_SYS credentials; the
+//	              reply and refusal encoders
+//	svcsession.go Session: one connection's calls, its workers, replies
+//	svctcp.go     the TCP serving loop: accept, records in and out, the
+//	              idle timeout, MaxConns
+//	svcbudget.go  the receive budget: the bytes of large call records
+//	              held from all TCP connections together
+//
+// record.go has the record marking of TCP (RFC 5531 section 11), the
+// client's and the server's; msg.go and auth.go the numbers of RPC
+// messages and authentication, both ends'.
 package sunrpc

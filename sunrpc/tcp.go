@@ -321,7 +321,7 @@ func (c *tcpConn) send(call *Call, deadline time.Time) error {
 	n := len(call.Head) + len(call.Payload) + len(pad) + len(call.Tail)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	binary.BigEndian.PutUint32(c.hdr[:], 1<<31|uint32(n))
+	PutRecordMark(c.hdr[:], n)
 	c.iov = [5][]byte{c.hdr[:], call.Head, call.Payload, pad, call.Tail}
 	bufs := net.Buffers(c.iov[:])
 	_ = c.nc.SetWriteDeadline(deadline)
@@ -336,9 +336,9 @@ func padBytes(n int) []byte { return zeroPad[:(4-n&3)&3] }
 
 // readLoop reads reply records and hands each to the call with its xid.
 func (c *tcpConn) readLoop(t *TCP) {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	rr := &RecordReader{R: bufio.NewReaderSize(c.nc, 64<<10), MaxRecord: c.cfg.MaxRecord}
 	for {
-		buf, err := c.readRecord(br)
+		buf, err := c.readRecord(rr)
 		if err != nil {
 			t.drop(c, err)
 			return
@@ -360,24 +360,16 @@ func (c *tcpConn) readLoop(t *TCP) {
 }
 
 // readRecord reads the fragments of one record into a pooled buffer.
-func (c *tcpConn) readRecord(br *bufio.Reader) (*Buffer, error) {
+func (c *tcpConn) readRecord(rr *RecordReader) (*Buffer, error) {
 	var buf *Buffer
 	size := 0
 	for {
-		var mark [4]byte
-		if _, err := io.ReadFull(br, mark[:]); err != nil {
+		n, last, err := rr.Fragment()
+		if err != nil {
 			if buf != nil {
 				buf.Release()
 			}
 			return nil, err
-		}
-		v := binary.BigEndian.Uint32(mark[:])
-		n := int(v & 0x7fffffff)
-		if size+n > c.cfg.MaxRecord {
-			if buf != nil {
-				buf.Release()
-			}
-			return nil, fmt.Errorf("reply record of more than %d bytes (limit %d)", size+n, c.cfg.MaxRecord)
 		}
 		if buf == nil {
 			buf = GetBuffer(n)
@@ -388,12 +380,12 @@ func (c *tcpConn) readRecord(br *bufio.Reader) (*Buffer, error) {
 			buf = bigger
 		}
 		buf.B = buf.B[:size+n]
-		if _, err := io.ReadFull(br, buf.B[size:]); err != nil {
+		if _, err := io.ReadFull(rr.R, buf.B[size:]); err != nil {
 			buf.Release()
 			return nil, err
 		}
 		size += n
-		if v&(1<<31) != 0 {
+		if last {
 			return buf, nil
 		}
 	}

@@ -39,9 +39,7 @@ func startExport(t *testing.T, cfg Config) (*Server, *soft.Provider, string, nfs
 	go nfs.Serve(l)
 	prov := soft.New()
 	cfg.Provider, cfg.Addr = prov, "127.0.0.1:0"
-	cfg.NewSession = func(send SendFunc) Session {
-		return nfs.NewPlacingSession(func(reply []byte, p server.Placement) error { return send(reply, p.Off, p.Len) })
-	}
+	cfg.Service = nfs.RPC()
 	s, err := Listen(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

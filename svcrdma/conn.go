@@ -2,9 +2,11 @@ package svcrdma
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -23,7 +25,7 @@ type svcConn struct {
 	small, pull, push             *rpcrdma.Arena
 	smallRegs, pullRegs, pushRegs *slabRegs
 	lost                          chan struct{} // closed when the connection ends: stop waiting for buffers
-	session                       Session
+	session                       *sunrpc.Session
 
 	recvInline, sendInline int  // what the client sends and takes inline
 	remoteInv              bool // the client takes Send With Invalidate
@@ -80,7 +82,11 @@ const (
 // run serves the connection until it ends.
 func (c *svcConn) run() {
 	defer c.close()
-	c.session = c.s.cfg.NewSession(c.sendReply)
+	peer := sunrpc.Peer{Secure: true, Admitted: true}
+	if ap, err := netip.ParseAddrPort(c.conn.RemoteAddr()); err == nil {
+		peer.Remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	c.session = c.s.cfg.Service.NewSession(c.sendReply, peer)
 	defer c.session.Close()
 	c.dispatch = make(chan *svcCall, len(c.table))
 	dispatchDone := make(chan struct{})
@@ -98,17 +104,15 @@ func (c *svcConn) run() {
 		close(c.pulls)
 		<-pullerDone
 	}()
-	if e, ok := c.session.(interface{ Done() <-chan struct{} }); ok {
-		// The service may end the session (to make room for another
-		// connection): the connection ends with it.
-		go func() {
-			select {
-			case <-e.Done():
-				c.conn.Disconnect()
-			case <-c.lost:
-			}
-		}()
-	}
+	// The service may end the session (to make room for another
+	// connection): the connection ends with it.
+	go func() {
+		select {
+		case <-c.session.Done():
+			c.conn.Disconnect()
+		case <-c.lost:
+		}
+	}()
 	for i := 0; i < c.s.cfg.Credits; i++ {
 		if err := c.postRecv(); err != nil {
 			c.s.logf("svcrdma: post receive: %v", err)

@@ -1,7 +1,7 @@
 // Package svcrdma is the server side of RPC-over-RDMA Version One (RFC
 // 8166, RFC 8267, RFC 8797) over the verbs package: the listener of
-// `rdmafs serve -o proto=rdma`, in front of an RPC service that takes
-// whole call messages (nfs3/server's sessions).
+// `rdmafs serve -o proto=rdma`, in front of a sunrpc.Server: each
+// connection runs one of its sessions, which take whole call messages.
 //
 // It accepts connections with RFC 8797 private data, grants credits, pulls
 // read chunks, pushes READ data into write chunks and large replies into

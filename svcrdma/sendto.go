@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -21,10 +22,11 @@ func (c *svcConn) grant() uint32 {
 	return uint32(min(max(c.requested, 1), c.s.cfg.Credits))
 }
 
-// sendReply is the session's SendFunc: it places READ data in the write
+// sendReply is the session's sunrpc.SendFunc: it places READ data in the write
 // chunk and a reply too large to go inline in the reply chunk, by RDMA
 // Write, then Sends the transport header and what is left inline.
-func (c *svcConn) sendReply(reply []byte, off, n int) error {
+func (c *svcConn) sendReply(reply []byte, p sunrpc.Placement) error {
+	off, n := p.Off, p.Len
 	if len(reply) < 4 {
 		return errors.New("svcrdma: reply too short")
 	}

@@ -8,23 +8,9 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
-
-// Session is the RPC service of one connection: CallInPlace takes one
-// whole call message, serves it where it lies and calls done once it no
-// longer needs it (whatever CallInPlace returns), Close ends the service.
-// Replies come back through the send function the session was made with.
-type Session interface {
-	CallInPlace(msg []byte, done func()) error
-	Close()
-}
-
-// SendFunc takes a reply of a Session. The n bytes at off of reply, when
-// n > 0, are a result the transport may place directly (READ data),
-// followed by their XDR pad. The reply is the session's again when
-// SendFunc returns.
-type SendFunc func(reply []byte, off, n int) error
 
 // Config configures a Server.
 type Config struct {
@@ -39,13 +25,17 @@ type Config struct {
 	// MaxIO is the largest chunk the server moves for one call; default
 	// 1 MiB plus room for a call's headers.
 	MaxIO int
-	// NewSession starts the RPC service of a connection. If the Session
-	// has a method Done() <-chan struct{}, the connection ends when
-	// that channel closes (the service ended the session).
-	NewSession func(send SendFunc) Session
-	// Budget, if set, is the memory the connections' large buffers
-	// beyond each connection's first come out of; when it is spent, a
-	// connection makes do with the buffers it has.
+	// Service serves the calls: each connection runs a session of it
+	// (sunrpc.Session), which places READ data as the reply's Placement
+	// says. Its clients count as admitted (Admit has let them in) and as
+	// calling from a secure port, as knfsd's svcrdma counts them. Its
+	// connections count against its MaxConns: when it ends a session to
+	// make room for another connection, the connection ends.
+	Service *sunrpc.Server
+	// Budget is the memory the connections' buffers beyond each
+	// connection's first come out of; when it is spent, a connection
+	// makes do with the buffers it has. Default: the Service's memory
+	// budget, which TCP call records come out of too.
 	Budget Budget
 	// Admit, if set, decides whether a client at the given address
 	// (host:port) may connect; a refused request is rejected before the
@@ -78,8 +68,11 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxIO <= 0 {
 		cfg.MaxIO = 1<<20 + 64<<10
 	}
-	if cfg.NewSession == nil {
+	if cfg.Service == nil {
 		return nil, errors.New("svcrdma: server without a service")
+	}
+	if cfg.Budget == nil {
+		cfg.Budget = cfg.Service
 	}
 	s := &Server{cfg: cfg, conns: make(map[*svcConn]struct{}), done: make(chan struct{})}
 	var err error

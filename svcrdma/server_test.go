@@ -45,9 +45,7 @@ func startServerWith(t *testing.T, cfg Config, opts server.Options) (*Server, *s
 	prov := soft.New()
 	cfg.Provider = prov
 	cfg.Addr = "127.0.0.1:0"
-	cfg.NewSession = func(send SendFunc) Session {
-		return nfs.NewPlacingSession(func(reply []byte, p server.Placement) error { return send(reply, p.Off, p.Len) })
-	}
+	cfg.Service = nfs.RPC()
 	s, err := Listen(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -64,9 +64,7 @@ func newTestBed(t *testing.T, cfg svcrdma.Config) *testBed {
 
 	cfg.Provider = b.prov
 	cfg.Addr = "127.0.0.1:0"
-	cfg.NewSession = func(send svcrdma.SendFunc) svcrdma.Session {
-		return b.nfs.NewPlacingSession(func(reply []byte, p server.Placement) error { return send(reply, p.Off, p.Len) })
-	}
+	cfg.Service = b.nfs.RPC()
 	if b.rdma, err = svcrdma.Listen(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}

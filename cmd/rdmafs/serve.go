@@ -177,7 +177,7 @@ func serve(args []string) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// The garbage collector keeps the heap near what clients can
 		// make the server hold, rather than letting it reach twice that.
-		debug.SetMemoryLimit(srv.HeapBound())
+		debug.SetMemoryLimit(srv.RPC().HeapBound())
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
@@ -243,15 +243,11 @@ func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (
 		// RDMA connections count as secure (as in knfsd's svcrdma);
 		// the client list applies to them as to TCP.
 		Admit: func(remote string) bool { return srv.AllowsClient(remote, listen) },
-		// A connection's buffers beyond its first come out of the
+		// Each connection is a session of the RPC service TCP serves,
+		// and its buffers beyond its first come out of the memory
 		// budget TCP call records do.
-		Budget: srv,
-		NewSession: func(send svcrdma.SendFunc) svcrdma.Session {
-			return srv.NewPlacingSession(func(reply []byte, pl server.Placement) error {
-				return send(reply, pl.Off, pl.Len)
-			})
-		},
-		Logf: logf,
+		Service: srv.RPC(),
+		Logf:    logf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("serve: RDMA listener: %w", err)

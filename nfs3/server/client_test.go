@@ -37,8 +37,8 @@ var trusted = Export{Insecure: true, NoRootSquash: true}
 
 // readRecord reads one record-marked message.
 func readRecord(r io.Reader, buf []byte) ([]byte, error) {
-	rr := recordReader{r: r}
-	return rr.read(buf)
+	rr := sunrpc.RecordReader{R: r, MaxRecord: maxRecord}
+	return rr.Read(buf)
 }
 
 type rpcReply struct {
@@ -156,7 +156,7 @@ func encodeCall(xid, prog, vers, proc uint32, cr *sysCred, args []byte) []byte {
 func (c *testClient) sendRecord(msg []byte) {
 	c.t.Helper()
 	rec := make([]byte, 4+len(msg))
-	putMark(rec, len(msg))
+	sunrpc.PutRecordMark(rec, len(msg))
 	copy(rec[4:], msg)
 	if _, err := c.conn.Write(rec); err != nil {
 		c.t.Fatalf("write: %v", err)

@@ -9,15 +9,16 @@
 //
 // # Shape
 //
-// A transport hands a Session whole RPC call messages (Session.Call) and
-// gets replies back through a send function; Serve runs one Session per TCP
-// connection, and an RPC-over-RDMA listener can do the same per RDMA
-// connection. In a Session, the front parses the RPC header and the
-// arguments, applies the export's access rules (clients, secure ports,
-// squashing: see Export), and answers what does not need the filesystem:
-// RPC refusals, NULL, MOUNT, malformed arguments, bad handles and names.
-// Every other call goes to one of the session's workers, up to
-// Options.Workers calls at once, whose replies may go out in any order.
+// The RPC side is package sunrpc's: New registers NFS v3 and MOUNT v3 on a
+// sunrpc.Server (RPC), which parses the RPC header, refuses what it must
+// at the RPC level, and runs one session per connection (Serve for TCP;
+// svcrdma's listener for RPC-over-RDMA). The front (front.go: each
+// procedure's Front) applies the export's access rules (clients, secure
+// ports, squashing: see Export), decodes the arguments (args.go) and
+// answers what does not need the filesystem: NULL, MOUNT, malformed
+// arguments, bad handles and names. Every other call goes to one of the
+// session's workers (session.go: serveNFS), up to Options.Workers calls at
+// once, whose replies may go out in any order.
 //
 // # Semantics
 //
@@ -63,12 +64,12 @@
 //   - A TCP record longer than the largest valid call (a 1 MiB WRITE) ends
 //     its connection before anything of it is read; the large parts of call
 //     records held from all TCP connections together, being received or in
-//     service, and the buffers other transports reserve (TryReserve) stay
-//     within one budget (see recordBudget and memory.go).
-//   - At most Options.MaxConns connections are served, TCP connections and
-//     other transports' sessions together (the least recently active goes
-//     to make room), and a TCP connection with nothing to do for
-//     Options.IdleTimeout (six minutes, as knfsd) is closed.
+//     service, and RPC-over-RDMA buffers beyond each connection's first
+//     stay within one budget (sunrpc's receive budget).
+//   - At most Options.MaxConns connections are served, TCP and RDMA
+//     together (the least recently active goes to make room), and a TCP
+//     connection with nothing to do for Options.IdleTimeout (six minutes,
+//     as knfsd) is closed.
 //   - CREATE EXCLUSIVE answers NFS3ERR_NOTSUPP; clients fall back to
 //     GUARDED, whose existence check and creation are not atomic.
 package server

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // Export options, after knfsd's (exports(5)). The zero value is knfsd's
@@ -47,17 +49,17 @@ func (e *Export) anon() (uid, gid uint32) {
 	return uid, gid
 }
 
-// squash maps a caller's AUTH_SYS identity as knfsd's nfsd_setuser does:
-// all_squash makes everyone anonymous without groups; root_squash makes uid
-// 0, gid 0 and group 0 anonymous. An id of -1 (which setfsuid would read as
-// "unchanged") is always anonymous.
-func (e *Export) squash(c cred) cred {
+// squash maps a caller's AUTH_SYS identity (or AUTH_NONE's, sunrpc.NoID)
+// as knfsd's nfsd_setuser does: all_squash makes everyone anonymous
+// without groups; root_squash makes uid 0, gid 0 and group 0 anonymous. An
+// id of -1 (which setfsuid would read as "unchanged") is always anonymous.
+func (e *Export) squash(c sunrpc.Cred) cred {
 	auid, agid := e.anon()
 	if e.AllSquash {
 		return cred{uid: auid, gid: agid}
 	}
-	const invalid = ^uint32(0)
-	out := cred{uid: c.uid, gid: c.gid, groups: c.groups}
+	const invalid = sunrpc.NoID
+	out := cred{uid: c.UID, gid: c.GID}
 	rootSquash := !e.NoRootSquash
 	if out.uid == invalid || rootSquash && out.uid == 0 {
 		out.uid = auid
@@ -65,13 +67,13 @@ func (e *Export) squash(c cred) cred {
 	if out.gid == invalid || rootSquash && out.gid == 0 {
 		out.gid = agid
 	}
-	if len(c.groups) > 0 {
-		out.groups = make([]int, len(c.groups))
-		for i, g := range c.groups {
-			if g == int(invalid) || rootSquash && g == 0 {
-				g = int(agid)
+	if len(c.Groups) > 0 {
+		out.groups = make([]int, len(c.Groups))
+		for i, g := range c.Groups {
+			if g == invalid || rootSquash && g == 0 {
+				g = agid
 			}
-			out.groups[i] = g
+			out.groups[i] = int(g)
 		}
 	}
 	return out

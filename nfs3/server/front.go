@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,196 +15,127 @@ import (
 // statuses) are package nfs3's, those of RPC messages themselves package
 // sunrpc's.
 
-const (
-	nobody = 65534 // knfsd's default anonuid and anongid
+// nobody is knfsd's default anonuid and anongid.
+const nobody = 65534
 
-	// minCallLen is the smallest valid call: xid, mtype, rpcvers, prog, vers,
-	// proc and two empty opaque_auth.
-	minCallLen = 40
-)
+// register serves NFS v3 and MOUNT v3 on rpc: the RPC header, the
+// program, version and procedure are sunrpc's to check, the rest of a
+// call this package's front's (the procedures' Front) and workers' (their
+// Serve).
+func (s *Server) register(rpc *sunrpc.Server) {
+	nfs := make([]sunrpc.Proc, nfs3.ProcCommit+1) // COMMIT is the last
+	nfs[nfs3.ProcNull] = sunrpc.NullProc
+	for proc := range nfs[1:] {
+		nfs[1+proc] = sunrpc.Proc{Front: s.nfsFront, Serve: s.serveNFS}
+	}
+	rpc.Register(nfs3.Program, nfs3.Version, nfs)
 
-// errNotCall means the message is not an RPC call the front could even answer
-// (too short, not a CALL, or a header field runs past the end). The transport
-// should drop the connection: its byte stream can no longer be trusted.
-var errNotCall = errors.New("server: not an RPC call message")
-
-// rpcCall is a parsed call header.
-type rpcCall struct {
-	xid, prog, vers, proc uint32
-	cred                  cred
-	args                  []byte // procedure arguments; aliases the message
+	mount := make([]sunrpc.Proc, nfs3.MountProcExport+1) // EXPORT is the last
+	mount[0] = sunrpc.NullProc
+	mount[nfs3.MountProcMnt] = sunrpc.Proc{Front: s.mountFront}
+	// The server keeps no mount list: DUMP is an empty mountlist, and
+	// UMNT and UMNTALL have nothing to forget.
+	mount[nfs3.MountProcDump] = sunrpc.Proc{Front: func(r *sunrpc.Request) []byte { return acceptedReply(r.Xid, sunrpc.Success, 0) }}
+	mount[nfs3.MountProcUmnt] = sunrpc.NullProc
+	mount[nfs3.MountProcUmntAll] = sunrpc.NullProc
+	mount[nfs3.MountProcExport] = sunrpc.Proc{Front: s.exportFront}
+	rpc.Register(nfs3.MountProgram, nfs3.MountVersion, mount)
 }
 
-// parseCall parses the header of one RPC call message (without record mark).
-// It returns either the call, or the reply the front must send instead (an
-// RPC-level refusal), or errNotCall. It never panics and allocates only the
-// credential's group list (at most sunrpc.MaxGroups entries).
-func parseCall(msg []byte) (*rpcCall, []byte, error) {
-	r := xdr.NewDecoder(msg)
-	xid := r.Uint32()
-	mtype := r.Uint32()
-	if r.Err() != nil || mtype != sunrpc.MsgCall {
-		return nil, nil, errNotCall
+// admit is the RPC server's Admit: whether the export lets a TCP
+// connection's client in. One it does not is still served NULL and the
+// MOUNT procedures that only describe the server.
+func (s *Server) admit(p *sunrpc.Peer) bool {
+	if p.Remote.IsValid() && p.Local.IsValid() && s.opts.Export.allows(p.Remote.Addr(), p.Local.Addr()) {
+		return true
 	}
-	if v := r.Uint32(); r.Err() == nil && v != sunrpc.RPCVersion {
-		return nil, deniedReply(xid, sunrpc.RejectRPCMismatch, sunrpc.RPCVersion, sunrpc.RPCVersion), nil
-	}
-	c := &rpcCall{xid: xid}
-	c.prog = r.Uint32()
-	c.vers = r.Uint32()
-	c.proc = r.Uint32()
-	credFlavor := r.Uint32()
-	credLen := r.Uint32()
-	if r.Err() != nil {
-		return nil, nil, errNotCall
-	}
-	if credLen > sunrpc.MaxAuthBody {
-		return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadCred), nil
-	}
-	credBody := r.Fixed(int(credLen))
-	r.Uint32() // verifier flavor: AUTH_NONE and AUTH_SYS calls carry no verifier worth checking
-	verfLen := r.Uint32()
-	if r.Err() != nil {
-		return nil, nil, errNotCall
-	}
-	if verfLen > sunrpc.MaxAuthBody {
-		return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadVerf), nil
-	}
-	r.Fixed(int(verfLen))
-	if r.Err() != nil || r.Offset() < minCallLen {
-		return nil, nil, errNotCall
-	}
-	c.args = msg[r.Offset():]
-
-	switch credFlavor {
-	case uint32(sunrpc.AuthNone):
-		c.cred = anonymousCred()
-	case uint32(sunrpc.AuthSys):
-		cr, ok := parseAuthSys(credBody)
-		if !ok {
-			return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadCred), nil
-		}
-		c.cred = cr
-	default:
-		return nil, deniedReply(xid, sunrpc.RejectAuthError, sunrpc.AuthBadCred), nil
-	}
-
-	var maxProc uint32
-	switch c.prog {
-	case nfs3.Program:
-		if c.vers != nfs3.Version {
-			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.Version, nfs3.Version), nil
-		}
-		maxProc = nfs3.ProcCommit // the last
-	case nfs3.MountProgram:
-		if c.vers != nfs3.MountVersion {
-			return nil, acceptedReply(xid, sunrpc.ProgMismatch, nfs3.MountVersion, nfs3.MountVersion), nil
-		}
-		maxProc = nfs3.MountProcExport // the last
-	default:
-		return nil, acceptedReply(xid, sunrpc.ProgUnavail), nil
-	}
-	if c.proc > maxProc {
-		return nil, acceptedReply(xid, sunrpc.ProcUnavail), nil
-	}
-	return c, nil, nil
+	s.logf("server: connection from %v: not among the export's clients; refusing its calls", p.Remote)
+	return false
 }
 
-// parseAuthSys decodes an authsys_parms body. The body must be exactly one
-// well-formed authsys_parms: anything else is AUTH_BADCRED. The ids are the
-// caller's claim; the export maps them (Export.squash).
-func parseAuthSys(body []byte) (cred, bool) {
-	r := xdr.NewDecoder(body)
-	r.Uint32() // stamp
-	r.Opaque(sunrpc.MaxMachineName)
-	uid := r.Uint32()
-	gid := r.Uint32()
-	n := r.Uint32()
-	if r.Err() != nil || n > sunrpc.MaxGroups {
-		return cred{}, false
+// nfsFront is the front of every NFS procedure but NULL: it applies the
+// export's rules (admission, squashing), decodes the arguments and answers
+// what needs no filesystem (malformed arguments, bad handles and names);
+// every other call it leaves to a worker (serveNFS).
+func (s *Server) nfsFront(r *sunrpc.Request) []byte {
+	if refusal := s.admission(r); refusal != nil {
+		return refusal
 	}
-	groups := make([]int, 0, n)
-	for i := uint32(0); i < n; i++ {
-		groups = append(groups, int(r.Uint32()))
+	cr := s.opts.Export.squash(r.Cred)
+	args, ok := decodeArgs(r.Prog, r.Proc, r.Args)
+	if !ok {
+		return garbageArgs(r.Xid)
 	}
-	if r.Err() != nil || r.Offset() != len(body) {
-		return cred{}, false
+	if st := args.frontStatus(r.Proc); st != nfs3.OK {
+		return nfsErrorReply(r.Xid, r.Proc, st)
 	}
-	return cred{uid: uid, gid: gid, groups: groups}, true
+	r.State = &call{xid: r.Xid, proc: r.Proc, cred: cr, args: args}
+	return nil
 }
 
-// anonymousCred is the identity of an AUTH_NONE call before the export maps
-// it: ids no one has, which Export.squash makes anonymous.
-func anonymousCred() cred { return cred{uid: ^uint32(0), gid: ^uint32(0)} }
-
-// acceptedReply builds a MSG_ACCEPTED reply with an AUTH_NONE verifier,
-// followed by the given words (the body for sunrpc.Success, or the version
-// range for sunrpc.ProgMismatch).
-func acceptedReply(xid uint32, stat sunrpc.AcceptStat, words ...uint32) []byte {
-	w := xdr.Encoder{Buf: make([]byte, 0, 24+4*len(words))}
-	w.Uint32(xid)
-	w.Uint32(sunrpc.MsgReply)
-	w.Uint32(sunrpc.MsgAccepted)
-	w.Uint32(uint32(sunrpc.AuthNone))
-	w.Uint32(0)
-	w.Uint32(uint32(stat))
-	for _, v := range words {
-		w.Uint32(v)
-	}
-	return w.Buf
-}
-
-// deniedReply builds a MSG_DENIED reply: RPC_MISMATCH with the version
-// range, or AUTH_ERROR with an auth_stat.
-func deniedReply(xid, stat uint32, words ...uint32) []byte {
-	w := xdr.Encoder{}
-	w.Uint32(xid)
-	w.Uint32(sunrpc.MsgReply)
-	w.Uint32(sunrpc.MsgDenied)
-	w.Uint32(stat)
-	for _, v := range words {
-		w.Uint32(v)
-	}
-	return w.Buf
-}
-
-// successHeader starts a successful reply; the procedure's result follows.
-func successHeader(xid uint32) *xdr.Encoder {
-	return &xdr.Encoder{Buf: acceptedReply(xid, sunrpc.Success)}
-}
-
-// inlineReply answers the calls that need neither the filesystem nor a
-// worker: both NULL procedures and the MOUNT procedures other than MNT
-// (which mountReply answers). It returns nil for the other calls.
-func (ss *Session) inlineReply(c *rpcCall) []byte {
+// admission refuses what the export does not let this client do, as knfsd
+// does: a client not in the export's list gets no NFS service (AUTH_ERROR,
+// AUTH_TOOWEAK); a call from an unreserved port on a "secure" export gets
+// NFS3ERR_PERM. It returns nil for a call the client may make.
+func (s *Server) admission(r *sunrpc.Request) []byte {
 	switch {
-	case c.proc == 0:
-		return acceptedReply(c.xid, sunrpc.Success)
-	case c.prog != nfs3.MountProgram:
-		return nil
-	}
-	switch c.proc {
-	case nfs3.MountProcDump:
-		// The server keeps no mount list: an empty mountlist.
-		return acceptedReply(c.xid, sunrpc.Success, 0)
-	case nfs3.MountProcUmnt, nfs3.MountProcUmntAll:
-		return acceptedReply(c.xid, sunrpc.Success)
-	case nfs3.MountProcExport:
-		// One export, "/", with the clients it allows as its groups, as
-		// mountd lists them (showmount -e).
-		w := successHeader(c.xid)
-		w.Bool(true)
-		w.Opaque([]byte("/"))
-		for _, name := range ss.srv.opts.Export.clientNames(ss.peer.local) {
-			w.Bool(true)
-			w.Opaque([]byte(name))
-		}
-		w.Bool(false) // end of groups
-		w.Bool(false) // no further export
-		return w.Buf
+	case !r.Peer.Admitted:
+		return deniedReply(r.Xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
+	case !r.Peer.Secure && !s.opts.Export.Insecure:
+		return nfsErrorReply(r.Xid, r.Proc, nfs3.ErrPerm)
 	}
 	return nil
 }
+
+// mountFront answers MOUNTPROC3_MNT, as mountd does: a client not in the
+// export's list, or calling from an unreserved port when the export is
+// "secure", gets MNT3ERR_ACCES.
+func (s *Server) mountFront(r *sunrpc.Request) []byte {
+	if !r.Peer.Admitted || !r.Peer.Secure && !s.opts.Export.Insecure {
+		s.logf("server: refused MOUNT from %s: %s", r.Peer, refusal(r.Peer))
+		return mountStatusReply(r.Xid, nfs3.MountErrAcces)
+	}
+	args, ok := decodeArgs(r.Prog, r.Proc, r.Args)
+	if !ok {
+		return garbageArgs(r.Xid)
+	}
+	return s.mountReply(r.Xid, args.dirpath)
+}
+
+func refusal(p *sunrpc.Peer) string {
+	if !p.Admitted {
+		return "not in the export's clients"
+	}
+	return "unreserved source port (the export is secure; the client needs resvport, or serve -o insecure)"
+}
+
+// exportFront answers MOUNTPROC3_EXPORT: one export, "/", with the clients
+// it allows as its groups, as mountd lists them (showmount -e).
+func (s *Server) exportFront(r *sunrpc.Request) []byte {
+	w := successHeader(r.Xid)
+	w.Bool(true)
+	w.Opaque([]byte("/"))
+	for _, name := range s.opts.Export.clientNames(r.Peer.Local.Addr()) {
+		w.Bool(true)
+		w.Opaque([]byte(name))
+	}
+	w.Bool(false) // end of groups
+	w.Bool(false) // no further export
+	return w.Buf
+}
+
+// The reply encoders are sunrpc's; these short names keep the procedures
+// readable.
+
+func acceptedReply(xid uint32, stat sunrpc.AcceptStat, words ...uint32) []byte {
+	return sunrpc.AcceptedReply(xid, stat, words...)
+}
+
+func deniedReply(xid, stat uint32, words ...uint32) []byte {
+	return sunrpc.DeniedReply(xid, stat, words...)
+}
+
+func successHeader(xid uint32) *xdr.Encoder { return sunrpc.SuccessHeader(xid) }
 
 // mountStatusReply is a MNT reply without a handle.
 func mountStatusReply(xid uint32, status nfs3.MountStatus) []byte {
@@ -280,7 +210,3 @@ func mountStatus(err error) nfs3.MountStatus {
 
 // garbageArgs is the reply to a call whose arguments do not decode.
 func garbageArgs(xid uint32) []byte { return acceptedReply(xid, sunrpc.GarbageArgs) }
-
-func (c *rpcCall) String() string {
-	return fmt.Sprintf("xid %#x prog %d vers %d proc %d", c.xid, c.prog, c.vers, c.proc)
-}

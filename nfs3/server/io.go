@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,8 +33,8 @@ var readBuffers = sync.Pool{New: func() any {
 // itself from its file cache, and reports false for every other call.
 func (w *worker) cachedData(c *call) ([]byte, bool) {
 	srv := w.srv
-	xid, proc, a := c.rpc.xid, c.rpc.proc, c.args
-	if proc != nfs3.ProcRead && proc != nfs3.ProcWrite && proc != nfs3.ProcCommit || !srv.self.is(c.rpc.cred) {
+	xid, proc, a := c.xid, c.proc, c.args
+	if proc != nfs3.ProcRead && proc != nfs3.ProcWrite && proc != nfs3.ProcCommit || !srv.self.is(c.cred) {
 		return nil, false
 	}
 	switch {
@@ -133,11 +134,11 @@ func (w *worker) readFD(xid uint32, fd int, a *nfsArgs) []byte {
 	head.Bool(eof)
 	head.Uint32(uint32(n))
 	copy(reply, head.Buf)
-	w.placement = Placement{Off: readReplyHead, Len: n}
+	w.req.Placement = sunrpc.Placement{Off: readReplyHead, Len: n}
 	reply = append(reply[:readReplyHead+n], zeroPad[:(4-n&3)&3]...)
-	// The reply goes out before w.answer returns (Session.reply), so the
+	// sunrpc's worker runs AfterReply once the reply has gone out, so the
 	// buffer can go back then.
-	w.afterReply = func() { readBuffers.Put(bp) }
+	w.req.AfterReply = func() { readBuffers.Put(bp) }
 	return reply
 }
 

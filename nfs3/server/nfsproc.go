@@ -13,7 +13,7 @@ import (
 // the call's caller (see worker.as), so the kernel checks the caller's
 // rights and new objects belong to the caller, as with knfsd.
 func (w *worker) answer(c *call) []byte {
-	xid, proc, a := c.rpc.xid, c.rpc.proc, c.args
+	xid, proc, a := c.xid, c.proc, c.args
 	w.cur = c
 	if reply, ok := w.cachedData(c); ok {
 		return reply
@@ -67,14 +67,14 @@ func (w *worker) answer(c *call) []byte {
 
 // as runs fn with the current call's caller's filesystem credentials.
 func (w *worker) as(fn func() error) error {
-	return w.srv.self.runAs(w.cur.rpc.cred, fn)
+	return w.srv.self.runAs(w.cur.cred, fn)
 }
 
 func (w *worker) readOnly() bool { return w.srv.opts.ReadOnly }
 
 // callerIsRoot reports whether the caller is served as uid 0 (after the
 // export's squashing).
-func (w *worker) callerIsRoot() bool { return w.cur.rpc.cred.uid == 0 }
+func (w *worker) callerIsRoot() bool { return w.cur.cred.uid == 0 }
 
 // access asks the kernel, as the caller, which of the requested ACCESS3 bits
 // it grants: faccessat2 with AT_EACCESS checks the thread's filesystem
@@ -250,7 +250,7 @@ func (w *worker) truncate(n *node, size uint64) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return w.srv.self.withFSetID(w.cur.rpc.cred, func() error { return unix.Ftruncate(fd, int64(size)) })
+	return w.srv.self.withFSetID(w.cur.cred, func() error { return unix.Ftruncate(fd, int64(size)) })
 }
 
 // openRegular opens the node's file for data; it runs as the caller. The
@@ -271,7 +271,7 @@ func (w *worker) openRegular(n *node, flags int) (int, error) {
 	flags |= unix.O_CLOEXEC | unix.O_NOCTTY
 	fd, err := unix.Open(procFD(n.fd), flags, 0)
 	if err == unix.EACCES && w.ownerOverride(n, flags) {
-		err = w.srv.self.asSelf(w.cur.rpc.cred, func() error {
+		err = w.srv.self.asSelf(w.cur.cred, func() error {
 			var oerr error
 			fd, oerr = unix.Open(procFD(n.fd), flags, 0)
 			return oerr
@@ -281,12 +281,12 @@ func (w *worker) openRegular(n *node, flags int) (int, error) {
 }
 
 func (w *worker) ownerOverride(n *node, flags int) bool {
-	switch w.cur.rpc.proc {
+	switch w.cur.proc {
 	case nfs3.ProcRead, nfs3.ProcWrite, nfs3.ProcCommit, nfs3.ProcSetattr, nfs3.ProcCreate: // CREATE: a size in its sattr3
 	default:
 		return false
 	}
-	if n.st.Uid == w.cur.rpc.cred.uid {
+	if n.st.Uid == w.cur.cred.uid {
 		return true
 	}
 	return flags&unix.O_ACCMODE == unix.O_RDONLY &&

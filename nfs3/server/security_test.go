@@ -220,7 +220,7 @@ func TestRecordLimits(t *testing.T) {
 	for _, claim := range []int{maxRecord + 1, 4 << 20, 1<<31 - 1} {
 		c := dialServer(t, addr)
 		var hdr [4]byte
-		putMark(hdr[:], claim)
+		sunrpc.PutRecordMark(hdr[:], claim)
 		c.conn.Write(hdr[:])
 		if !closedWithin(c, 5*time.Second) {
 			t.Errorf("a %d-byte fragment header left the connection open", claim)
@@ -275,7 +275,7 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Close() })
 	srv.testHook = func(_ *worker, c *call) {
-		if c.rpc.xid == 0x5105 {
+		if c.xid == 0x5105 {
 			time.Sleep(time.Second)
 		}
 	}
@@ -291,55 +291,5 @@ func TestIdleTimeout(t *testing.T) {
 	busy.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if rep, err := busy.readReply(); err != nil || rep.xid != 0x5105 {
 		t.Fatalf("a slow call's reply after %v: %+v %v", time.Since(start), rep, err)
-	}
-}
-
-// TestRecordBudget: the large part of records waits for a server-wide
-// reservation; small calls do not, and an answered call gives its part
-// back.
-func TestRecordBudget(t *testing.T) {
-	srv, addr := startServer(t, Options{Root: exportDir(t), Export: trusted, IdleTimeout: 2 * time.Second})
-	// Connections that each announce the largest record and send none of
-	// it take what the budget has.
-	claim := maxRecord
-	perConn := claim - freeRecordBytes
-	n := recordBudget/perConn + 3
-	for range n {
-		c := dialServer(t, addr)
-		var hdr [4]byte
-		putMark(hdr[:], claim)
-		c.conn.Write(hdr[:])
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		srv.receiving.mu.Lock()
-		free := srv.receiving.free
-		srv.receiving.mu.Unlock()
-		if free < perConn {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections announcing %d bytes left %d of the budget free", n, claim, free)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// A small call still goes through.
-	c := dialServer(t, addr)
-	if st, _ := c.getattr(asRoot, c.root()); st != nfs3.OK {
-		t.Fatalf("GETATTR while the budget is spent: %d", st)
-	}
-	// The waiting connections time out and give everything back.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		srv.receiving.mu.Lock()
-		free := srv.receiving.free
-		srv.receiving.mu.Unlock()
-		if free == recordBudget {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("budget %d of %d after the idle timeout", free, recordBudget)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
