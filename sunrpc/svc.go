@@ -35,7 +35,14 @@ type ServerConfig struct {
 	// of one that may not, each in its own way. Without it every client
 	// may.
 	Admit func(p *Peer) bool
-	Logf  func(format string, args ...any) // nil = silent
+	// LargeCalls, if set, decides for each admitted TCP connection
+	// whether its client may send records larger than a few KiB: not
+	// one whose large calls the programs would only refuse (one calling
+	// from an unreserved port where that is refused). A client that may
+	// not, or is not admitted, has a record longer than that end its
+	// connection at its header. Without it every admitted client may.
+	LargeCalls func(p *Peer) bool
+	Logf       func(format string, args ...any) // nil = silent
 }
 
 // Server is the server side of ONC RPC (the kernel's svc): it serves the
@@ -44,7 +51,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg       ServerConfig
 	programs  map[uint32]map[uint32][]Proc // by program, then version
-	receiving byteBudget                   // call records being received or served over TCP
+	receiving hostBudget                   // the memory budget: call records being received or served over TCP, other transports' buffers
 
 	mu        sync.Mutex
 	closed    bool
@@ -136,7 +143,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.MaxRecord = 1 << 20
 	}
 	s := &Server{cfg: cfg, programs: make(map[uint32]map[uint32][]Proc), quit: make(chan struct{})}
-	s.receiving.init(recordBudget)
+	s.receiving.init(recordBudget, max(cfg.MaxRecord-freeRecordBytes, 0))
 	return s
 }
 
@@ -255,7 +262,8 @@ func (s *Server) makeRoomLocked() {
 		go oldSession.Close()
 	case oldConn != nil:
 		s.logf("sunrpc: %d connections (max_connections): closing the least recently active, from %v", n, oldConn.RemoteAddr())
-		oldConn.Close() // its goroutine removes it
+		s.conns[oldConn].close() // a wait for the budget ends
+		oldConn.Close()          // its goroutine removes it
 		delete(s.conns, oldConn)
 	}
 }

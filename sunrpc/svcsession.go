@@ -129,7 +129,7 @@ func (ss *Session) serve(msg []byte, bp *[]byte, release func(), held int) error
 	defer func() {
 		if done {
 			giveBack(bp, release)
-			ss.srv.receiving.release(held)
+			ss.srv.receiving.release(ss.peer.Remote.Addr(), held)
 		}
 	}()
 	if ss.closed.Load() {
@@ -283,7 +283,7 @@ func giveBack(bp *[]byte, release func()) {
 // done gives back what a call held: its message and its reservation.
 func (w *worker) done(r *Request) {
 	giveBack(r.buf, r.release)
-	w.ss.srv.receiving.release(r.held)
+	w.ss.srv.receiving.release(w.ss.peer.Remote.Addr(), r.held)
 	w.ss.inService.Add(-1)
 }
 

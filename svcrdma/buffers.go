@@ -3,6 +3,7 @@ package svcrdma
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 // connections: when it is spent, a call waits for a buffer of its own
 // connection to come back instead.
 
-// Budget is memory the server's connections share. TryReserve takes n
-// bytes of it if it has them and never waits; Unreserve gives them back.
+// Budget is memory the server's connections share, fairly among their
+// hosts (sunrpc.Server's memory budget). TryReserve takes n bytes of it
+// for a client at host if host's share and the budget allow, and never
+// waits; Unreserve gives them back.
 type Budget interface {
-	TryReserve(n int) bool
-	Unreserve(n int)
+	TryReserve(host netip.Addr, n int) bool
+	Unreserve(host netip.Addr, n int)
 }
 
 // shrinkAfter: a slab unused for 5 to 10 s is retired, as the client's (a
@@ -37,6 +40,7 @@ type slabRegs struct {
 	a      *rpcrdma.Arena // set at the first activation
 	what   string         // for errors: which buffers
 	budget Budget         // charged for the slabs beyond the first free ones; nil: none
+	host   netip.Addr     // the client, whose share of the budget is charged
 	free   int            // slabs active at once that are not charged
 
 	mu      sync.Mutex
@@ -51,8 +55,8 @@ var _ rpcrdma.Hooks = (*slabRegs)(nil)
 // errBudget means the server's memory budget has no room for another slab.
 var errBudget = fmt.Errorf("svcrdma: memory budget spent: %w", rpcrdma.ErrNotNow)
 
-func newSlabRegs(s *Server, what string, slabs, free int, budget Budget) *slabRegs {
-	return &slabRegs{s: s, what: what, budget: budget, free: free, mrs: make([]verbs.MR, slabs), charged: make([]int, slabs)}
+func newSlabRegs(s *Server, what string, slabs, free int, budget Budget, host netip.Addr) *slabRegs {
+	return &slabRegs{s: s, what: what, budget: budget, host: host, free: free, mrs: make([]verbs.MR, slabs), charged: make([]int, slabs)}
 }
 
 // Activate registers slab i of a, charging the budget unless the arena
@@ -67,7 +71,7 @@ func (r *slabRegs) Activate(a *rpcrdma.Arena, i int) error {
 	off, n := a.Slab(i)
 	charge := 0
 	if r.active >= r.free && r.budget != nil {
-		if !r.budget.TryReserve(n) {
+		if !r.budget.TryReserve(r.host, n) {
 			return errBudget
 		}
 		charge = n
@@ -75,7 +79,7 @@ func (r *slabRegs) Activate(a *rpcrdma.Arena, i int) error {
 	mr, err := r.s.pd.Register(a.Mem(), off, n, verbs.AccessLocalWrite)
 	if err != nil {
 		if charge > 0 {
-			r.budget.Unreserve(charge)
+			r.budget.Unreserve(r.host, charge)
 		}
 		return fmt.Errorf("svcrdma: registering %d KiB of %s: %w", n>>10, r.what, err)
 	}
@@ -103,7 +107,7 @@ func (r *slabRegs) dropLocked(i int) bool {
 	}
 	r.mrs[i] = nil
 	if r.charged[i] > 0 {
-		r.budget.Unreserve(r.charged[i])
+		r.budget.Unreserve(r.host, r.charged[i])
 		r.charged[i] = 0
 	}
 	r.active--
@@ -175,18 +179,18 @@ func (c *svcConn) newBuffers() error {
 	n := 6*cfg.Credits + 8
 	slabs := (n + smallSlabBlocks - 1) / smallSlabBlocks
 	minSmall := (cfg.Credits + 8 + smallSlabBlocks - 1) / smallSlabBlocks
-	c.smallRegs = newSlabRegs(c.s, "send and receive buffers", slabs, slabs, nil)
+	c.smallRegs = newSlabRegs(c.s, "send and receive buffers", slabs, slabs, nil, c.host)
 	var err error
 	if c.small, err = newArena(n, cfg.MaxInline, smallSlabBlocks, minSmall, c.smallRegs); err != nil {
 		return err
 	}
 	size := (cfg.MaxIO + 4095) &^ 4095
-	c.pullRegs = newSlabRegs(c.s, "pull buffers", 2*cfg.Credits, 1, cfg.Budget)
+	c.pullRegs = newSlabRegs(c.s, "pull buffers", 2*cfg.Credits, 1, cfg.Budget, c.host)
 	if c.pull, err = newArena(2*cfg.Credits, size, 1, 1, c.pullRegs); err != nil {
 		c.freeMemory()
 		return err
 	}
-	c.pushRegs = newSlabRegs(c.s, "push buffers", 2*cfg.Credits, 1, cfg.Budget)
+	c.pushRegs = newSlabRegs(c.s, "push buffers", 2*cfg.Credits, 1, cfg.Budget, c.host)
 	if c.push, err = newArena(2*cfg.Credits, size, 1, 1, c.pushRegs); err != nil {
 		c.freeMemory()
 		return err

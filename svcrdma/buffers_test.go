@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,7 +67,7 @@ type testBudget struct {
 	limit, used, peak int
 }
 
-func (b *testBudget) TryReserve(n int) bool {
+func (b *testBudget) TryReserve(_ netip.Addr, n int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.limit {
@@ -77,7 +78,7 @@ func (b *testBudget) TryReserve(n int) bool {
 	return true
 }
 
-func (b *testBudget) Unreserve(n int) {
+func (b *testBudget) Unreserve(_ netip.Addr, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n

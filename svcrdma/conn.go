@@ -27,6 +27,9 @@ type svcConn struct {
 	lost                          chan struct{} // closed when the connection ends: stop waiting for buffers
 	session                       *sunrpc.Session
 
+	remote netip.AddrPort // the client
+	host   netip.Addr     // its address, whose share of the memory budget the buffers take
+
 	recvInline, sendInline int  // what the client sends and takes inline
 	remoteInv              bool // the client takes Send With Invalidate
 
@@ -82,11 +85,7 @@ const (
 // run serves the connection until it ends.
 func (c *svcConn) run() {
 	defer c.close()
-	peer := sunrpc.Peer{Secure: true, Admitted: true}
-	if ap, err := netip.ParseAddrPort(c.conn.RemoteAddr()); err == nil {
-		peer.Remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	}
-	c.session = c.s.cfg.Service.NewSession(c.sendReply, peer)
+	c.session = c.s.cfg.Service.NewSession(c.sendReply, sunrpc.Peer{Remote: c.remote, Secure: true, Admitted: true})
 	defer c.session.Close()
 	c.dispatch = make(chan *svcCall, len(c.table))
 	dispatchDone := make(chan struct{})

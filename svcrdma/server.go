@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -173,6 +174,10 @@ func (s *Server) accept(req verbs.ConnRequest) (*svcConn, error) {
 	peer, _ := rpcrdma.DecodePrivateData(req.PrivateData())
 	cfg := &s.cfg
 	c := &svcConn{s: s, calls: make(map[uint32]*svcCall), lost: make(chan struct{})}
+	if ap, err := netip.ParseAddrPort(req.RemoteAddr()); err == nil {
+		c.remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		c.host = c.remote.Addr()
+	}
 	// What the client sends and receives inline.
 	c.recvInline = min(cfg.MaxInline, peer.SendSize)
 	c.sendInline = min(cfg.MaxInline, peer.RecvSize)

@@ -53,6 +53,13 @@ func (s *Server) admit(p *sunrpc.Peer) bool {
 	return false
 }
 
+// largeCalls is the RPC server's LargeCalls: whether an admitted TCP
+// connection's client may send records of more than a few KiB. One calling
+// from an unreserved port of a secure export may not: every call it could
+// make large (a WRITE, a SYMLINK) it would get NFS3ERR_PERM for, so the
+// server does not take its bodies in.
+func (s *Server) largeCalls(p *sunrpc.Peer) bool { return p.Secure || s.opts.Export.Insecure }
+
 // nfsFront is the front of every NFS procedure but NULL: it applies the
 // export's rules (admission, squashing), decodes the arguments and answers
 // what needs no filesystem (malformed arguments, bad handles and names);

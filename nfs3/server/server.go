@@ -114,7 +114,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.rpc = sunrpc.NewServer(sunrpc.ServerConfig{Workers: opts.Workers, MaxRecord: maxRecord, MaxConns: opts.MaxConns,
-		IdleTimeout: opts.IdleTimeout, Admit: s.admit, Logf: opts.Logf})
+		IdleTimeout: opts.IdleTimeout, Admit: s.admit, LargeCalls: s.largeCalls, Logf: opts.Logf})
 	s.register(s.rpc)
 	return s, nil
 }
