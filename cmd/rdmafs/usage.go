@@ -71,7 +71,7 @@ var commandDocs = []commandDoc{
 				{"anonuid=N, anongid=N", "the anonymous identity (default 65534)"},
 				{"clients=LIST", "addresses and networks (CIDR) joined by +, or *; default: this host only " +
 					"(the address served on)"},
-				{"max_connections=N", "TCP connections at once (default 256)"},
+				{"max_connections=N", "connections at once, TCP and RDMA (default 256)"},
 				{"idle_timeout=SECONDS", "close idle connections (default 360; 0 never)"},
 			},
 		}},
