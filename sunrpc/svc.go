@@ -106,6 +106,8 @@ type Request struct {
 	held    int // bytes of the server's record budget the call holds
 }
 
+var _ fmt.Stringer = (*Request)(nil)
+
 // Placement says where a reply's result that may be placed directly lies
 // (RFC 8267: READ data): Len bytes at Off in the reply, then their XDR
 // pad. Len is 0 for a reply with none.
@@ -125,6 +127,8 @@ type Peer struct {
 	// Admitted: the client may use the service (ServerConfig.Admit).
 	Admitted bool
 }
+
+var _ fmt.Stringer = (*Peer)(nil)
 
 func (p *Peer) String() string {
 	if p.Remote.IsValid() {
@@ -295,5 +299,3 @@ func (s *Server) removeSession(ss *Session) {
 	delete(s.sessions, ss)
 	delete(s.transportSessions, ss)
 }
-
-var _ fmt.Stringer = (*Request)(nil)

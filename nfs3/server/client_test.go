@@ -504,3 +504,12 @@ func decoder(b []byte) *xdr.Decoder {
 	d := xdr.NewDecoder(b)
 	return &d
 }
+
+func (c *testClient) mustLookup(dir []byte, name string) []byte {
+	c.t.Helper()
+	st, fh := c.lookup(asRoot, dir, name)
+	if st != nfs3.OK {
+		c.t.Fatalf("LOOKUP %s: %d", name, st)
+	}
+	return fh
+}
