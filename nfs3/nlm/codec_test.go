@@ -87,11 +87,11 @@ func TestDecodeDoesNotAlias(t *testing.T) {
 	}
 }
 
-// TestDecodeReusesBuffers: decoding into a value that already holds a
+// TestDecodeAgainDoesNotAllocate: decoding into a value that already holds a
 // decoded message allocates nothing, so a server can keep one per worker.
 // (Each decoder is called on its concrete type, as a server's dispatch
 // would: through the Message interface the xdr.Decoder escapes to the heap.)
-func TestDecodeReusesBuffers(t *testing.T) {
+func TestDecodeAgainDoesNotAllocate(t *testing.T) {
 	var (
 		v0  TestArgs
 		v1  LockArgs

@@ -23,6 +23,9 @@
 //     arguments of the callback statd makes when a monitored host restarts.
 //   - codec.go: the Message interface every type above satisfies, Unmarshal,
 //     and the decoding rules they share.
+//   - nsmclient.go: NSMClient, which calls a statd (SM_STAT, SM_MON,
+//     SM_UNMON, SM_UNMON_ALL, SM_NOTIFY) over sunrpc. An NLM client and
+//     server are for later.
 //
 // # Decoding
 //
