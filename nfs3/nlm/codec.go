@@ -8,7 +8,8 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// Message is the arguments or the results of one NLM4 or NSM procedure.
+// Message is the arguments or the results of one NLM4 or NSM procedure,
+// or a part of them that the protocols name (Lock, Holder, Share).
 //
 // Encode appends the message to e; it writes the fields as they are, so
 // keeping them within the limits (MaxStrLen, MaxNetobjLen, SMMaxStrLen) is
