@@ -42,7 +42,7 @@ func nfsClients(t *testing.T, port int, reserved bool) (*nfs3.MountClient, *nfs3
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Auth: cfg.Auth,
 		Timeout: 5 * time.Second, Retrans: 1, Soft: true, ProcNames: nfs3.ProcNames})
 	t.Cleanup(func() { rpc.Close() })
-	return mc, nfs3.NewClient(rpc)
+	return mc, nfs3.NewClient(rpc, nfs3.ClientConfig{})
 }
 
 var rootCred = &sunrpc.Cred{UID: 0, GID: 0}
