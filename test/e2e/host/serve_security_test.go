@@ -20,6 +20,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // The tests of this file attack `rdmafs serve` as a local user of a shared
@@ -155,7 +156,7 @@ func runPrinted(t *testing.T, printed []string, mnt string) (int, string) {
 	}
 	code, out := rdmafs(t, 30*time.Second, args...)
 	if code == 0 {
-		t.Cleanup(func() { unmount(t, mnt) })
+		t.Cleanup(func() { e2etest.Unmount(t, mnt) })
 	}
 	return code, out
 }
