@@ -3,6 +3,7 @@ package fs
 import (
 	"os"
 	"runtime"
+	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -21,17 +22,28 @@ const fuseReaders = 16
 // nearly every request ended its goroutine and a new one read the next,
 // whose small stack then grew (was copied) on the way down to the RPC:
 // stack growth was 4.5% of rdmafs's CPU time on 4 KiB random reads in the
-// benchmark. Goroutines waiting in read(2) on /dev/fuse cost a thread
-// each and no CPU.
+// guest benchmark. Goroutines waiting in read(2) on /dev/fuse cost a
+// thread each and no CPU.
+//
+// Measured on the host benchmark (bench/hostbench, 256 MiB, 2000 files,
+// three runs each way, 2026-12-01), without the 16 readers 4 KiB random
+// reads at iodepth 16 fell to about half their ratio to the loopback
+// (TCP 0.09-0.15 to 0.03-0.07), while create+stat+unlink, one request at
+// a time, went 2-5 times as fast (TCP 812-1808 files/s to 3940-4619, 8
+// context switches fewer per file; why was not profiled). The random
+// reads are what the readers are for, so they stay.
 //
 // go-fuse reads GOMAXPROCS once, in NewServer, and offers no option for
-// it, so GOMAXPROCS is raised for that call only.
+// it, so GOMAXPROCS is raised for that call only, and put back as it was:
+// to the runtime's own choice (which follows the CPUs the process may
+// use) unless the environment set it. Mounts made at once take turns, so
+// that none puts back another's raised value.
 func newServer(fs fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fuse.Server, error) {
+	gomaxprocsMu.Lock()
+	defer gomaxprocsMu.Unlock()
 	prev := runtime.GOMAXPROCS(max(fuseReaders, runtime.GOMAXPROCS(0)))
 	defer func() {
 		if os.Getenv("GOMAXPROCS") == "" {
-			// back to the runtime's own choice, which follows the
-			// CPUs the process may use
 			runtime.SetDefaultGOMAXPROCS()
 		} else {
 			runtime.GOMAXPROCS(prev)
@@ -39,3 +51,6 @@ func newServer(fs fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fus
 	}()
 	return fuse.NewServer(fs, dir, opts)
 }
+
+// gomaxprocsMu is held while newServer has GOMAXPROCS raised.
+var gomaxprocsMu sync.Mutex
