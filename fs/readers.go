@@ -25,13 +25,14 @@ const fuseReaders = 16
 // guest benchmark. Goroutines waiting in read(2) on /dev/fuse cost a
 // thread each and no CPU.
 //
-// Measured on the host benchmark (bench/hostbench, 256 MiB, 2000 files,
-// three runs each way, 2026-12-01), without the 16 readers 4 KiB random
-// reads at iodepth 16 fell to about half their ratio to the loopback
-// (TCP 0.09-0.15 to 0.03-0.07), while create+stat+unlink, one request at
-// a time, went 2-5 times as fast (TCP 812-1808 files/s to 3940-4619, 8
-// context switches fewer per file; why was not profiled). The random
-// reads are what the readers are for, so they stay.
+// Measured on the host benchmark over TCP (bench/hostbench at 256 MiB
+// and 2000 files, on a shared 2-CPU machine, 2026-12-01; medians, ranges
+// in brackets): 4 KiB random reads at iodepth 16 made 10,900 IOPS
+// [4,700-17,700] in six runs with 16 readers and 5,800 [5,200-9,400] in
+// three with go-fuse's 2, so the readers stay. create+stat+unlink, one
+// request at a time, went the other way: 1,640 files/s [810-4,110] with
+// 16, 4,050 [3,940-4,620] with 2 (not profiled); 4 readers fell in
+// between (8,800 IOPS, 3,150 files/s, three runs).
 //
 // go-fuse reads GOMAXPROCS once, in NewServer, and offers no option for
 // it, so GOMAXPROCS is raised for that call only, and put back as it was:
