@@ -98,7 +98,7 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
 		Server: a.host, ProcNames: nfs3.ProcNames, Logf: logf,
 	})
-	c.nfs = nfs3.NewClient(rpc)
+	c.nfs = nfs3.NewClient(rpc, nfs3.ClientConfig{})
 
 	// The mount must not hang on a server that took the MOUNT call but
 	// does not answer NFS: these first calls are soft.

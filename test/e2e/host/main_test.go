@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // rdmafsBin is the binary under test, built once by TestMain.
@@ -191,43 +193,8 @@ func (s *server) mount(t *testing.T, opts ...string) string {
 	if err != nil {
 		t.Fatalf("mount: %v: %s", err, out)
 	}
-	t.Cleanup(func() { unmount(t, mnt) })
+	t.Cleanup(func() { e2etest.Unmount(t, mnt) })
 	return mnt
-}
-
-// unmount unmounts mnt and waits for the rdmafs process to let go of it.
-func unmount(t *testing.T, mnt string) {
-	if !mounted(mnt) {
-		return
-	}
-	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
-		t.Errorf("unmount %s: %v: %s", mnt, err, out)
-		exec.Command("umount", "-l", mnt).Run()
-	}
-}
-
-// mounted reports whether something is mounted on dir.
-func mounted(dir string) bool {
-	data, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return false
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 2 && f[1] == dir {
-			return true
-		}
-	}
-	return false
-}
-
-// dropCaches makes the kernel forget cached file data, so reads go to the
-// file system.
-func dropCaches(t *testing.T) {
-	t.Helper()
-	syscall.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
-		t.Logf("drop_caches: %v", err)
-	}
 }
 
 // rdmafs runs the binary and returns its exit status and output.
