@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // ErrClosed is returned by Serve after Close and by Session.Call after the
@@ -123,6 +124,14 @@ var recordPool = sync.Pool{New: func() any {
 	return &b
 }}
 
+// putRecord gives a call record back to recordPool; built with the
+// rdmafs_scrub tag, it overwrites the record first (xdr.Scrub), so a view
+// of the call's arguments kept past the call reads garbage.
+func putRecord(bp *[]byte) {
+	xdr.Scrub(*bp)
+	recordPool.Put(bp)
+}
+
 // callRecord serves the call in the record *bp, which it owns from now on,
 // with held bytes of the server's record budget, which it releases once
 // the call is answered.
@@ -130,7 +139,7 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 	done := true
 	defer func() {
 		if done {
-			recordPool.Put(bp)
+			putRecord(bp)
 			ss.srv.receiving.release(held)
 		}
 	}()
@@ -320,7 +329,7 @@ func (w *worker) run() {
 
 // done gives back what a call held: its record and its reservation.
 func (w *worker) done(c *call) {
-	recordPool.Put(c.buf)
+	putRecord(c.buf)
 	w.srv.receiving.release(c.held)
 	w.ss.inService.Add(-1)
 }

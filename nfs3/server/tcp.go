@@ -160,7 +160,7 @@ func (s *Server) serveConn(conn net.Conn, st *connState) {
 			err = ss.callRecord(bp, rr.take())
 		} else {
 			s.receiving.release(rr.take())
-			recordPool.Put(bp)
+			putRecord(bp)
 		}
 		if err != nil {
 			switch {
