@@ -88,7 +88,9 @@ func TestServeBeyondPathMaxReads(t *testing.T) {
 	if done < reads || took > 5*time.Second {
 		t.Errorf("%d of %d reads of a file beyond PATH_MAX in %v", done, reads, took)
 	}
-	if searches > 2 {
+	// Each handle of the file went out with a hint (CREATE, LOOKUP): a
+	// search means a hint was lost or held the wrong directory.
+	if searches > 0 {
 		t.Errorf("the server searched the export %d times for a file it gave out by LOOKUP and CREATE", searches)
 	}
 }
