@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // SendFunc takes a reply of a Session: the whole reply message, and where
@@ -83,6 +85,14 @@ var recordPool = sync.Pool{New: func() any {
 	return &b
 }}
 
+// putRecord gives a call record back to recordPool; built with the
+// rdmafs_scrub tag, it overwrites the record first (xdr.Scrub), so a view
+// of the call's arguments kept past the call reads garbage.
+func putRecord(bp *[]byte) {
+	xdr.Scrub(*bp)
+	recordPool.Put(bp)
+}
+
 // callRecord serves the call message in *bp, which it owns from now on,
 // with held bytes of the server's record budget, which it releases once
 // the call is answered.
@@ -90,7 +100,7 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 	done := true
 	defer func() {
 		if done {
-			recordPool.Put(bp)
+			putRecord(bp)
 			ss.srv.receiving.release(held)
 		}
 	}()
@@ -234,7 +244,7 @@ func (w *worker) run() {
 
 // done gives back what a call held: its message and its reservation.
 func (w *worker) done(r *Request) {
-	recordPool.Put(r.buf)
+	putRecord(r.buf)
 	w.ss.srv.receiving.release(r.held)
 	w.ss.inService.Add(-1)
 }

@@ -97,7 +97,7 @@ func (s *Server) serveConn(conn net.Conn, st *connState) {
 			err = ss.callRecord(bp, rv.take())
 		} else {
 			s.receiving.release(rv.take())
-			recordPool.Put(bp)
+			putRecord(bp)
 		}
 		if err != nil {
 			switch {
