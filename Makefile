@@ -65,12 +65,18 @@ demo: build
 
 # The race detector runs over every package: a race fails the tests. The
 # allocation tests run again without it, which makes sync.Pool drop items.
+# The tests build with the rdmafs_scrub tag: a receive buffer going back to
+# its pool is overwritten with garbage (sunrpc/xdr/scrub.go), so a view of
+# a message kept past its call, which the race detector cannot see, fails
+# them; the host tests build rdmafs with it too. The allocation tests, and
+# vet once more, see the build without it.
 test: deps
 	$(GO) vet ./...
+	$(GO) vet -tags rdmafs_scrub ./...
 	# The host end-to-end tests build rdmafs when they run: Go's test cache
 	# cannot see a change to it, so they never come from the cache.
-	$(GO) test -race $$($(GO) list ./... | grep -v '/test/e2e/host$$')
-	$(GO) test -race -count=1 ./test/e2e/host
+	$(GO) test -race -tags rdmafs_scrub $$($(GO) list ./... | grep -v '/test/e2e/host$$')
+	$(GO) test -race -tags rdmafs_scrub -count=1 ./test/e2e/host
 	$(GO) test -count=1 -run 'NotAllocate' ./nfs3 ./sunrpc/xdr ./bench/roundtrip
 
 bench: build

@@ -123,7 +123,7 @@ func (f *FS) fillAttr(obj *object, a *nfs3.Fattr, out *fuse.Attr) {
 	out.Atime, out.Atimensec = uint64(a.Atime.Sec), a.Atime.Nsec
 	out.Mtime, out.Mtimensec = uint64(a.Mtime.Sec), a.Mtime.Nsec
 	out.Ctime, out.Ctimensec = uint64(a.Ctime.Sec), a.Ctime.Nsec
-	out.Mode = typeMode(a.Type) | a.Mode&07777
+	out.Mode = a.Type.Mode() | a.Mode&07777
 	out.Nlink = a.Nlink
 	out.Uid, out.Gid = a.UID, a.GID
 	out.Rdev = uint32(unix.Mkdev(a.Rdev[0], a.Rdev[1]))

@@ -82,7 +82,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: nfs3.ProcNames,
 	})
 	t.Cleanup(func() { rpc.Close() })
-	client := nfs3.NewClient(rpc)
+	client := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	var rootAttr nfs3.Fattr
 	if err := client.Getattr(ctx, nil, &root, &rootAttr); err != nil {
 		t.Fatal(err)

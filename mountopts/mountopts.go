@@ -10,6 +10,11 @@
 // Apply, String and Usage are all driven by that table, so an option cannot
 // be parsed without also being documented and rendered.
 //
+// The RDMA transport's options take the types and defaults of package
+// xprtrdma, which uses them (memreg= is an xprtrdma.MemReg, and
+// slot_table_entries and the inline sizes default to its defaults): this
+// package maps option words onto them.
+//
 // The package only interprets text: it never touches the network or the
 // filesystem, and "not given" values (port=0, an unset fsname, ...) are left
 // for the caller to resolve.
@@ -20,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // Options is the effective set of mount options. Obtain one from Default
@@ -62,12 +69,12 @@ type Options struct {
 
 	// RPC-over-RDMA tunables; accepted with any proto, used only with rdma.
 
-	SlotTableEntries   int      // slot_table_entries=: credits to request
-	MaxInlineRead      int      // max_inline_read=: bytes
-	MaxInlineWrite     int      // max_inline_write=: bytes
-	InlineWritePadding int      // inline_write_padding=: bytes; 0 = none
-	MemReg             MemReg   // memreg=: memory registration strategy
-	Provider           Provider // provider=: verbs provider
+	SlotTableEntries   int             // slot_table_entries=: credits to request
+	MaxInlineRead      int             // max_inline_read=: bytes
+	MaxInlineWrite     int             // max_inline_write=: bytes
+	InlineWritePadding int             // inline_write_padding=: bytes; 0 = none
+	MemReg             xprtrdma.MemReg // memreg=: memory registration strategy
+	Provider           Provider        // provider=: verbs provider
 
 	// FUSE.
 
@@ -115,10 +122,10 @@ func Default() Options {
 		ACDirMin:         30,
 		ACDirMax:         60,
 		LookupCache:      LookupCacheAll,
-		SlotTableEntries: 128,
-		MaxInlineRead:    4096,
-		MaxInlineWrite:   4096,
-		MemReg:           MemRegMW,
+		SlotTableEntries: xprtrdma.DefaultCredits,
+		MaxInlineRead:    xprtrdma.DefaultMaxInline,
+		MaxInlineWrite:   xprtrdma.DefaultMaxInline,
+		MemReg:           xprtrdma.MemRegMW,
 		Provider:         ProviderIBVerbs,
 		Atime:            AtimeRelatime,
 	}
@@ -325,46 +332,6 @@ func (c LookupCache) String() string {
 		return "positive"
 	}
 	return "LookupCache(" + strconv.Itoa(int(c)) + ")"
-}
-
-// MemReg is how RPC-over-RDMA registers the memory that RDMA reads and
-// writes (the memreg option): it decides how the server gets at the
-// buffers a call's chunks name, and so how long it can. The RPC-over-RDMA
-// client (xprtrdma) takes it as it is.
-type MemReg int
-
-const (
-	// MemRegMW binds a type 2 memory window over each chunk's buffer for
-	// one call and invalidates it before the call completes: by the
-	// server's Send With Invalidate, or a local invalidation the call
-	// waits for. Exposure: a chunk's buffer, while its call is out. Cost:
-	// a bind work request per chunk, an invalidation per reply the server
-	// did not invalidate. The default.
-	MemRegMW MemReg = iota
-	// MemRegRegister registers each chunk's buffer for its call and
-	// deregisters it before the call completes. Exposure as MemRegMW;
-	// cost: a registration and a deregistration (system calls that pin
-	// and unpin pages) per chunk. The fallback for devices without memory
-	// windows.
-	MemRegRegister
-	// MemRegPersistent registers all chunk buffers once, for remote read
-	// and write. Exposure: every chunk buffer, to the server, for as long
-	// as the connection's protection domain lives, whatever call it is
-	// lent to. Cost: none per call. Only for fabrics where the server is
-	// trusted.
-	MemRegPersistent
-)
-
-func (m MemReg) String() string {
-	switch m {
-	case MemRegMW:
-		return "mw"
-	case MemRegRegister:
-		return "register"
-	case MemRegPersistent:
-		return "persistent"
-	}
-	return "MemReg(" + strconv.Itoa(int(m)) + ")"
 }
 
 // Provider is the verbs provider used for proto=rdma.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // TestDefault spells out every default, so that a change to one is
@@ -40,7 +42,7 @@ func TestDefault(t *testing.T) {
 		MaxInlineRead:      4096,
 		MaxInlineWrite:     4096,
 		InlineWritePadding: 0,
-		MemReg:             MemRegMW,
+		MemReg:             xprtrdma.MemRegMW,
 		Provider:           ProviderIBVerbs,
 		AllowOther:         ChoiceAuto,
 		DefaultPermissions: ChoiceAuto,
@@ -162,11 +164,11 @@ var acceptCases = []struct {
 	{"inline_write_padding=0", func(o *Options) {}},
 	{"inline_write_padding=4096", func(o *Options) { o.InlineWritePadding = 4096 }},
 	{"memreg=mw", func(o *Options) {}},
-	{"memreg=register", func(o *Options) { o.MemReg = MemRegRegister }},
-	{"memreg=persistent", func(o *Options) { o.MemReg = MemRegPersistent }},
+	{"memreg=register", func(o *Options) { o.MemReg = xprtrdma.MemRegRegister }},
+	{"memreg=persistent", func(o *Options) { o.MemReg = xprtrdma.MemRegPersistent }},
 	{"provider=ibverbs", func(o *Options) {}},
 	{"provider=soft", func(o *Options) { o.Provider = ProviderSoft }},
-	{"proto=tcp,memreg=persistent", func(o *Options) { o.MemReg = MemRegPersistent }},
+	{"proto=tcp,memreg=persistent", func(o *Options) { o.MemReg = xprtrdma.MemRegPersistent }},
 
 	// FUSE.
 	{"allow_other", func(o *Options) { o.AllowOther = ChoiceOn }},
@@ -586,7 +588,7 @@ func TestEnumStrings(t *testing.T) {
 		{SecSys, "sys"}, {SecNone, "none"}, {Sec(9), "Sec(9)"},
 		{LookupCacheAll, "all"}, {LookupCacheNone, "none"}, {LookupCachePositive, "positive"},
 		{LookupCache(9), "LookupCache(9)"},
-		{MemRegMW, "mw"}, {MemRegRegister, "register"}, {MemRegPersistent, "persistent"}, {MemReg(9), "MemReg(9)"},
+		{xprtrdma.MemRegMW, "mw"}, {xprtrdma.MemRegRegister, "register"}, {xprtrdma.MemRegPersistent, "persistent"}, {xprtrdma.MemReg(9), "MemReg(9)"},
 		{ProviderIBVerbs, "ibverbs"}, {ProviderSoft, "soft"}, {Provider(9), "Provider(9)"},
 		{AtimeRelatime, "relatime"}, {AtimeNoatime, "noatime"}, {AtimeStrictatime, "strictatime"}, {Atime(9), "Atime(9)"},
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // An option is one entry of the option table. The same entry parses and
@@ -174,8 +176,8 @@ var table = []option{
 	enum(groupRDMA, "memreg",
 		"memory registration: mw binds a memory window per call and invalidates it when the call completes; "+
 			"register registers memory per call; persistent uses one pre-registered pool (trusted fabrics only)",
-		func(o *Options) *MemReg { return &o.MemReg },
-		enumSpec[MemReg]{values: []MemReg{MemRegMW, MemRegRegister, MemRegPersistent}}),
+		func(o *Options) *xprtrdma.MemReg { return &o.MemReg },
+		enumSpec[xprtrdma.MemReg]{values: []xprtrdma.MemReg{xprtrdma.MemRegMW, xprtrdma.MemRegRegister, xprtrdma.MemRegPersistent}}),
 	enum(groupRDMA, "provider", "verbs provider for proto=rdma: ibverbs (RDMA hardware) or soft (software RDMA)",
 		func(o *Options) *Provider { return &o.Provider },
 		enumSpec[Provider]{values: providers}),

@@ -1,8 +1,9 @@
 // Package nfs3 is a client for NFS version 3 (RFC 1813), its MOUNT
 // protocol and the portmapper's GETPORT, over any sunrpc Transport.
 //
-// It owns the numbers of these protocols (programs, procedures, statuses):
-// the server, nfs3/server, takes them from here.
+// It owns the numbers of these protocols (programs, procedures, statuses)
+// and the file types' Unix modes (filetype.go): the server, nfs3/server,
+// and the FUSE filesystem, fs, take them from here.
 //
 // Every procedure encodes its arguments straight into the call's buffer and
 // decodes its results straight out of the reply's, without reflection. The

@@ -10,6 +10,13 @@ const (
 	MountVersion = 3
 )
 
+// The well-known ports of NFS: over TCP (IANA's nfs), and over
+// RPC-over-RDMA (nfsrdma, RFC 8267).
+const (
+	Port     = 2049
+	RDMAPort = 20049
+)
+
 // The NFSv3 procedures.
 const (
 	ProcNull        = 0

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -253,11 +254,14 @@ func (b *Block) Bytes() []byte {
 
 // Release gives the block back to its arena. Releasing a block twice is
 // a bug that would hand one buffer to two calls (data of one in the
-// other): it panics rather than corrupt data.
+// other): it panics rather than corrupt data. Built with the rdmafs_scrub
+// tag, it overwrites the block (xdr.Scrub), so a view of a message
+// received in it, kept past its release, reads garbage.
 func (b *Block) Release() {
 	if !b.out.CompareAndSwap(true, false) {
 		panic(fmt.Sprintf("rpcrdma: block %d of a %d-byte arena released twice", b.idx, b.a.blockSize))
 	}
+	xdr.Scrub(b.Bytes())
 	a := b.a
 	a.out.Add(-1)
 	if a.slabs[b.Slab()].state.Load() == slabDraining && a.park(b) {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // SendFunc takes a reply of a Session: the whole reply message, and where
@@ -102,7 +104,9 @@ func (ss *Session) Call(msg []byte) error {
 // answered or dropped), whatever CallInPlace returns.
 func (ss *Session) CallInPlace(msg []byte, done func()) error {
 	ss.lastActive.Store(time.Now().UnixNano())
-	return ss.serve(msg, nil, done, 0)
+	// Scrubbed as pooled records are (putRecord), before the transport
+	// has its buffer back.
+	return ss.serve(msg, nil, func() { xdr.Scrub(msg); done() }, 0)
 }
 
 // recordPool holds call messages between calls: a session serves a call
@@ -112,6 +116,14 @@ var recordPool = sync.Pool{New: func() any {
 	b := make([]byte, 0, 64<<10)
 	return &b
 }}
+
+// putRecord gives a call record back to recordPool; built with the
+// rdmafs_scrub tag, it overwrites the record first (xdr.Scrub), so a view
+// of the call's arguments kept past the call reads garbage.
+func putRecord(bp *[]byte) {
+	xdr.Scrub(*bp)
+	recordPool.Put(bp)
+}
 
 // callRecord serves the call message in *bp, which it owns from now on,
 // with held bytes of the server's record budget, which it releases once
@@ -273,7 +285,7 @@ func (w *worker) run() {
 // giveBack gives back a call's message: a pooled buffer, or a transport's.
 func giveBack(bp *[]byte, release func()) {
 	if bp != nil {
-		recordPool.Put(bp)
+		putRecord(bp)
 	}
 	if release != nil {
 		release()

@@ -142,7 +142,7 @@ func (s *Server) serveConn(conn net.Conn, st *connState) {
 				err = ss.callRecord(bp, rv.take())
 			} else {
 				s.receiving.release(rv.host, rv.take())
-				recordPool.Put(bp)
+				putRecord(bp)
 			}
 		}
 		if err != nil {

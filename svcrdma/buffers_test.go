@@ -124,7 +124,7 @@ func TestBuffersFollowCalls(t *testing.T) {
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 20 * time.Second,
 		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "test"}, ProcNames: nfs3.ProcNames})
 	t.Cleanup(func() { rpc.Close() })
-	c := nfs3.NewClient(rpc)
+	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	ctx := context.Background()
 	cred := &sunrpc.Cred{}
 	var cr nfs3.CreateResult

@@ -17,6 +17,10 @@
 // is not wire-compatible with any RDMA hardware or with SoftRoCE: both ends
 // must use it.
 //
+// What both providers do alike is here too: ConnConfig.Check validates a
+// connection's configuration against a device's Caps, and DeviceState
+// keeps a device open while it has protection domains.
+//
 // Registered memory must not move: it is allocated with AllocMemory
 // (page-aligned, mmap'd, outside the Go heap), never taken from Go
 // slices. No provider keeps a Go pointer in C memory.
@@ -142,7 +146,7 @@ type ConnConfig struct {
 	// deliver exactly what was sent.
 	PrivateData []byte
 	// Timeout bounds address and route resolution and the connect; 0 =
-	// 10 s.
+	// DefaultConnTimeout.
 	Timeout time.Duration
 	// Polling makes Wait spin on the completion queue instead of sleeping
 	// on the completion channel: lower latency, one CPU kept busy.

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
@@ -132,7 +131,7 @@ func (l *postLog) count(chain string) int {
 func TestBindsChainedWithSend(t *testing.T) {
 	b := newTestBed(t, svcrdma.Config{})
 	log := &postLog{Provider: b.prov}
-	c, tr := b.client(t, Config{MemReg: mountopts.MemRegMW, Provider: log})
+	c, tr := b.client(t, Config{MemReg: MemRegMW, Provider: log})
 	ctx := context.Background()
 	fh := b.create(t, c, "f")
 
@@ -204,7 +203,7 @@ func TestBindsChainedWithSend(t *testing.T) {
 func TestChainedPostFails(t *testing.T) {
 	b := newTestBed(t, svcrdma.Config{})
 	log := &postLog{Provider: b.prov}
-	c, tr := b.client(t, Config{MemReg: mountopts.MemRegMW, Provider: log})
+	c, tr := b.client(t, Config{MemReg: MemRegMW, Provider: log})
 	ctx := context.Background()
 	fh := b.create(t, c, "f")
 	data := randomBytes(1 << 20)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -19,9 +18,9 @@ import (
 // n credits under strategy m: per call a Send and, with memory windows,
 // up to two binds and two local invalidations; a Receive per call; and
 // some spare.
-func queueDepths(n int, m mountopts.MemReg) (send, recv int) {
+func queueDepths(n int, m MemReg) (send, recv int) {
 	perCall := 1
-	if m == mountopts.MemRegMW {
+	if m == MemRegMW {
 		perCall = 5
 	}
 	return perCall*n + 8, n + 8
@@ -30,7 +29,7 @@ func queueDepths(n int, m mountopts.MemReg) (send, recv int) {
 // fitCredits is the largest number of credits, up to want, whose queues
 // and completion queue the device can hold (as the Linux client lowers
 // its slot table to what the device takes).
-func fitCredits(want int, m mountopts.MemReg, caps verbs.Caps) int {
+func fitCredits(want int, m MemReg, caps verbs.Caps) int {
 	fits := func(n int) bool {
 		send, recv := queueDepths(n, m)
 		return (caps.MaxQPWR <= 0 || max(send, recv) <= caps.MaxQPWR) &&

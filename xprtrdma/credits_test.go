@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -19,17 +18,17 @@ func TestFitCredits(t *testing.T) {
 	rxe := verbs.Caps{MaxQPWR: 1048575, MaxCQE: 32765} // rxe0 in the e2e guest, less the provider's markers
 	for _, c := range []struct {
 		caps verbs.Caps
-		m    mountopts.MemReg
+		m    MemReg
 		want int
 		got  int
 	}{
-		{soft, mountopts.MemRegMW, 128, 128},
-		{soft, mountopts.MemRegMW, 16384, 3275},
-		{soft, mountopts.MemRegRegister, 16384, 16376},
-		{soft, mountopts.MemRegPersistent, 8189, 8189},
-		{rxe, mountopts.MemRegMW, 16384, 5458},
-		{rxe, mountopts.MemRegRegister, 16384, 16374},
-		{rxe, mountopts.MemRegPersistent, 4, 4},
+		{soft, MemRegMW, 128, 128},
+		{soft, MemRegMW, 16384, 3275},
+		{soft, MemRegRegister, 16384, 16376},
+		{soft, MemRegPersistent, 8189, 8189},
+		{rxe, MemRegMW, 16384, 5458},
+		{rxe, MemRegRegister, 16384, 16374},
+		{rxe, MemRegPersistent, 4, 4},
 	} {
 		got := fitCredits(c.want, c.m, c.caps)
 		if got != c.got {
@@ -46,7 +45,7 @@ func TestFitCredits(t *testing.T) {
 // value, mounts under each strategy: the transport asks for what the
 // device holds and says so.
 func TestLargestSlotTable(t *testing.T) {
-	for _, m := range []mountopts.MemReg{mountopts.MemRegMW, mountopts.MemRegRegister, mountopts.MemRegPersistent} {
+	for _, m := range []MemReg{MemRegMW, MemRegRegister, MemRegPersistent} {
 		t.Run(m.String(), func(t *testing.T) {
 			b := newTestBed(t, svcrdma.Config{})
 			var mu sync.Mutex
@@ -65,7 +64,7 @@ func TestLargestSlotTable(t *testing.T) {
 			b.create(t, c, "f")
 			mu.Lock()
 			defer mu.Unlock()
-			if m == mountopts.MemRegMW && (len(logged) == 0 || !strings.Contains(logged[0], "asking for 3275 credits")) {
+			if m == MemRegMW && (len(logged) == 0 || !strings.Contains(logged[0], "asking for 3275 credits")) {
 				t.Errorf("log %q: want the lowered credits said", logged)
 			}
 		})

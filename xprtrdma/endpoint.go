@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
@@ -86,14 +85,14 @@ func (ep *endpoint) setup(ctx context.Context) error {
 	}
 	caps := ep.dev.Caps()
 	memreg := cfg.MemReg
-	if memreg == mountopts.MemRegMW && !caps.MemoryWindows {
+	if memreg == MemRegMW && !caps.MemoryWindows {
 		t.logOnce("memreg=mw: device %s has no memory windows; registering per call instead (memreg=register)", ep.dev.Name())
-		memreg = mountopts.MemRegRegister
+		memreg = MemRegRegister
 	}
 	switch memreg {
-	case mountopts.MemRegMW:
+	case MemRegMW:
 		ep.reg = &windows{ep: ep}
-	case mountopts.MemRegRegister:
+	case MemRegRegister:
 		ep.reg = perCall{ep: ep}
 	default:
 		ep.reg = persistent{ep: ep}

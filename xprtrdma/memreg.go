@@ -2,16 +2,56 @@ package xprtrdma
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
-// Memory registration follows the memreg option (mountopts.MemReg, which
-// says what each strategy exposes to the server and for how long): a
+// Memory registration follows Config.MemReg (the memreg mount option): a
 // registrar per strategy, chosen when a connection is set up.
+
+// MemReg is how the transport registers the memory that RDMA reads and
+// writes: it decides how the server gets at the buffers a call's chunks
+// name, and so how long it can. The memreg mount option names these
+// strategies by their String.
+type MemReg int
+
+const (
+	// MemRegMW binds a type 2 memory window over each chunk's buffer for
+	// one call and invalidates it before the call completes: by the
+	// server's Send With Invalidate, or a local invalidation the call
+	// waits for. Exposure: a chunk's buffer, while its call is out. Cost:
+	// a bind work request per chunk, an invalidation per reply the server
+	// did not invalidate. The default.
+	MemRegMW MemReg = iota
+	// MemRegRegister registers each chunk's buffer for its call and
+	// deregisters it before the call completes. Exposure as MemRegMW;
+	// cost: a registration and a deregistration (system calls that pin
+	// and unpin pages) per chunk. The fallback for devices without memory
+	// windows.
+	MemRegRegister
+	// MemRegPersistent registers all chunk buffers once, for remote read
+	// and write. Exposure: every chunk buffer, to the server, for as long
+	// as the connection's protection domain lives, whatever call it is
+	// lent to. Cost: none per call. Only for fabrics where the server is
+	// trusted.
+	MemRegPersistent
+)
+
+// String is the strategy's word in the memreg option.
+func (m MemReg) String() string {
+	switch m {
+	case MemRegMW:
+		return "mw"
+	case MemRegRegister:
+		return "register"
+	case MemRegPersistent:
+		return "persistent"
+	}
+	return "MemReg(" + strconv.Itoa(int(m)) + ")"
+}
 
 // remoteInvalidateOK reports whether the server may invalidate the rkeys
 // of strategy m with Send With Invalidate, which the client then
@@ -19,7 +59,7 @@ import (
 // invalidated remotely: the rkey of a plain registration (register,
 // persistent) cannot, and a server that tries breaks the connection
 // (remote invalid request).
-func remoteInvalidateOK(m mountopts.MemReg) bool { return m == mountopts.MemRegMW }
+func remoteInvalidateOK(m MemReg) bool { return m == MemRegMW }
 
 // registrar exposes parts of the chunk arena to the server for one call.
 type registrar interface {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/svcrdma"
 )
@@ -20,7 +19,7 @@ import (
 // leave the connection up: with register and persistent the server must
 // not be told it may invalidate rkeys that are plain registrations.
 func TestMemRegStrategies(t *testing.T) {
-	for _, m := range []mountopts.MemReg{mountopts.MemRegMW, mountopts.MemRegRegister, mountopts.MemRegPersistent} {
+	for _, m := range []MemReg{MemRegMW, MemRegRegister, MemRegPersistent} {
 		t.Run(m.String(), func(t *testing.T) {
 			b := newTestBed(t, svcrdma.Config{})
 			c, tr := b.client(t, Config{MemReg: m})
@@ -72,7 +71,7 @@ func TestMemRegStrategies(t *testing.T) {
 // With Invalidate only when every rkey it hands out is a memory window's
 // (RFC 8797; a plain registration cannot be invalidated remotely).
 func TestRemoteInvalidateAdvertised(t *testing.T) {
-	for m, want := range map[mountopts.MemReg]bool{mountopts.MemRegMW: true, mountopts.MemRegRegister: false, mountopts.MemRegPersistent: false} {
+	for m, want := range map[MemReg]bool{MemRegMW: true, MemRegRegister: false, MemRegPersistent: false} {
 		if got := remoteInvalidateOK(m); got != want {
 			t.Errorf("memreg=%v: advertises remote invalidation %v, want %v", m, got, want)
 		}

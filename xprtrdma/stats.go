@@ -1,7 +1,7 @@
 package xprtrdma
 
 import (
-	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
@@ -49,23 +49,89 @@ func (s *stats) registeredBytes(n int) {
 // unregistered counts a registration of n bytes undone.
 func (s *stats) unregistered(n int) { s.registered.Add(-int64(n)) }
 
+// statField is one field of the "xprt: rdma" line.
+type statField struct {
+	name string // as mountstats(8) and rdmafs stats know it
+	// common marks the fields sunrpc.XprtCounters.Common renders, the
+	// ones every transport's line has, in a run and in its order.
+	common bool
+	// value reads the field; nil prints 0, for a field the kernel has
+	// and rdmafs does not count, so that the fields after it keep their
+	// places.
+	value func(*stats) uint64
+}
+
+// statFields is the "xprt: rdma" line after the word rdma, in order: the
+// kernel's fields (xprt_rdma_print_stats), then rdmafs's own. line prints
+// it; rdmafs stats parses the line by its names (StatNames).
+var statFields = []statField{
+	{name: "port"}, // no source port
+	{name: "bind_count", common: true},
+	{name: "connect_count", common: true},
+	{name: "connect_time", common: true},
+	{name: "idle_time", common: true},
+	{name: "sends", common: true},
+	{name: "recvs", common: true},
+	{name: "bad_xids", common: true},
+	{name: "req_u", common: true},
+	{name: "bklog_u", common: true},
+	{name: "read_chunk_count", value: func(s *stats) uint64 { return s.readChunks.Load() }},
+	{name: "write_chunk_count", value: func(s *stats) uint64 { return s.writeChunks.Load() }},
+	{name: "reply_chunk_count", value: func(s *stats) uint64 { return s.replyChunks.Load() }},
+	{name: "total_rdma_request", value: func(s *stats) uint64 { return s.rdmaRequestBytes.Load() }},
+	{name: "total_rdma_reply", value: func(s *stats) uint64 { return s.rdmaReplyBytes.Load() }},
+	{name: "pullup_copy_count", value: func(s *stats) uint64 { return s.pullupBytes.Load() }},
+	{name: "fixup_copy_count", value: func(s *stats) uint64 { return s.fixupBytes.Load() }},
+	{name: "hardway_register_count", value: func(s *stats) uint64 { return s.hardwayRegister.Load() }},
+	{name: "failed_marshal_count", value: func(s *stats) uint64 { return s.failedMarshal.Load() }},
+	{name: "bad_reply_count", value: func(s *stats) uint64 { return s.badReplies.Load() }},
+	{name: "nomsg_call_count", value: func(s *stats) uint64 { return s.nomsgCalls.Load() }},
+	// The kernel's memory registration counters.
+	{name: "mrs_recycled", value: func(s *stats) uint64 { return s.mwReused.Load() }},
+	{name: "mrs_orphaned"},
+	{name: "mrs_allocated", value: func(s *stats) uint64 { return s.mwAllocated.Load() }},
+	{name: "local_inv_needed", value: func(s *stats) uint64 { return s.localInv.Load() }},
+	// The kernel counts waits for a free Send context; a call here waits
+	// for a credit instead.
+	{name: "empty_sendctx_q", value: func(s *stats) uint64 { return s.creditWaits.Load() }},
+	{name: "reply_waits_for_send"},
+	// rdmafs's own: read chunk payloads copied, and the bytes of buffers
+	// registered now and at most (what the mount pins: its buffers grow
+	// with the calls in flight and shrink when idle).
+	{name: "payload_copies", value: func(s *stats) uint64 { return s.payloadCopies.Load() }},
+	{name: "registered_bytes", value: func(s *stats) uint64 { return uint64(s.registered.Load()) }},
+	{name: "registered_peak_bytes", value: func(s *stats) uint64 { return uint64(s.registeredPeak.Load()) }},
+}
+
+// StatNames returns the names of the fields of the "xprt: rdma" line after
+// the word rdma, in the order the transport prints them (XprtStats):
+// rdmafs stats reads the line by them.
+func StatNames() []string {
+	names := make([]string, len(statFields))
+	for i, f := range statFields {
+		names[i] = f.name
+	}
+	return names
+}
+
 // line renders the counters as the kernel's "xprt: rdma" line, without the
-// "xprt:" prefix: bind_count connect_count connect_time idle_time sends
-// recvs bad_xids req_u bklog_u read_chunk_count write_chunk_count
-// reply_chunk_count total_rdma_request total_rdma_reply pullup_copy_count
-// fixup_copy_count hardway_register_count failed_marshal_count
-// bad_reply_count nomsg_call_count, then the kernel's memory registration
-// counters (windows reused, orphaned, allocated, local invalidations, empty
-// send queue waits, replies that waited for their Send) and, last, rdmafs's
-// own: read chunk payloads copied, and the bytes of buffers registered now
-// and at most (what the mount pins: its buffers grow with the calls in
-// flight and shrink when idle).
+// "xprt:" prefix: the fields of statFields.
 func (s *stats) line() string {
-	return fmt.Sprintf("rdma 0 %s %d %d %d %d %d %d %d %d %d %d %d %d 0 %d %d %d 0 %d %d %d",
-		s.Common(),
-		s.readChunks.Load(), s.writeChunks.Load(), s.replyChunks.Load(),
-		s.rdmaRequestBytes.Load(), s.rdmaReplyBytes.Load(), s.pullupBytes.Load(), s.fixupBytes.Load(),
-		s.hardwayRegister.Load(), s.failedMarshal.Load(), s.badReplies.Load(), s.nomsgCalls.Load(),
-		s.mwReused.Load(), s.mwAllocated.Load(), s.localInv.Load(), s.creditWaits.Load(), s.payloadCopies.Load(),
-		s.registered.Load(), s.registeredPeak.Load())
+	b := make([]byte, 0, 256)
+	b = append(b, "rdma"...)
+	inCommon := false
+	for _, f := range statFields {
+		switch {
+		case f.common:
+			if !inCommon {
+				b = append(append(b, ' '), s.Common()...)
+			}
+		case f.value == nil:
+			b = append(b, " 0"...)
+		default:
+			b = strconv.AppendUint(append(b, ' '), f.value(s), 10)
+		}
+		inCommon = f.common
+	}
+	return string(b)
 }

@@ -8,39 +8,52 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
-// Config configures a client Transport.
+// Config configures a client Transport. A zero field takes its default.
 type Config struct {
 	Provider verbs.Provider
 	Addr     string // host:port of the server's RPC-over-RDMA listener
 	// Credits is how many calls the client asks to have in flight
-	// (slot_table_entries); the server's grant rules. Default 128.
+	// (slot_table_entries); the server's grant rules. Default
+	// DefaultCredits.
 	Credits int
 	// MaxInlineRead and MaxInlineWrite are the largest reply and call the
 	// client receives and sends inline (RFC 8797 private data). Default
-	// 4096.
+	// DefaultMaxInline.
 	MaxInlineRead, MaxInlineWrite int
 	// MemReg is how chunk buffers are exposed to the server (the memreg
-	// option; mountopts.MemReg says what each strategy exposes and for
+	// option; MemReg's constants say what each strategy exposes and for
 	// how long). Default memory windows, or per-call registration on a
 	// device without them.
-	MemReg mountopts.MemReg
+	MemReg MemReg
 	// MaxIO is the largest payload a call or reply carries (the larger of
 	// rsize and wsize): the size of a chunk buffer. Default 1 MiB.
 	MaxIO int
 	// ChunkBuffers is how many chunk buffers the transport registers at
 	// most (READ data, reply chunks, WRITE payloads): it registers them
-	// as calls need them, and deregisters them when idle. Default 128.
+	// as calls need them, and deregisters them when idle. Default
+	// DefaultChunkBuffers.
 	ChunkBuffers   int
 	ConnectTimeout time.Duration // default 10 s
 	IdleTimeout    time.Duration // default 5 minutes
 	Logf           func(format string, args ...any)
 }
+
+// The defaults of Config, which the mount options' defaults
+// (slot_table_entries, max_inline_read, max_inline_write) are too: the
+// Linux client's.
+const (
+	DefaultCredits   = 128  // calls in flight asked for: xprt_rdma_slot_table_entries
+	DefaultMaxInline = 4096 // bytes inline each way: xprt_rdma_max_inline_read and _write
+	// DefaultChunkBuffers is how many chunk buffers, of the largest READ
+	// or WRITE each, a transport registers at most: READ data lands in
+	// them and write-behind fills them.
+	DefaultChunkBuffers = 128
+)
 
 // Reconnect backoff, as the Linux client's: after a failed attempt (or a
 // connection that failed before any reply) the next waits 5 s, doubling
@@ -82,19 +95,19 @@ func New(cfg Config) (*Transport, error) {
 		return nil, errors.New("xprtrdma: no verbs provider")
 	}
 	if cfg.Credits <= 0 {
-		cfg.Credits = 128
+		cfg.Credits = DefaultCredits
 	}
 	if cfg.MaxInlineRead <= 0 {
-		cfg.MaxInlineRead = 4096
+		cfg.MaxInlineRead = DefaultMaxInline
 	}
 	if cfg.MaxInlineWrite <= 0 {
-		cfg.MaxInlineWrite = 4096
+		cfg.MaxInlineWrite = DefaultMaxInline
 	}
 	if cfg.MaxIO <= 0 {
 		cfg.MaxIO = 1 << 20
 	}
 	if cfg.ChunkBuffers <= 0 {
-		cfg.ChunkBuffers = 128
+		cfg.ChunkBuffers = DefaultChunkBuffers
 	}
 	cfg.ChunkBuffers = max(cfg.ChunkBuffers, payloadReserve+4)
 	if cfg.ConnectTimeout <= 0 {

@@ -16,7 +16,7 @@ import (
 
 // defaultNFSPort is NFS's port over TCP: where the client goes when the
 // server has no portmapper, and where serve listens unless told otherwise.
-const defaultNFSPort = 2049
+const defaultNFSPort = nfs3.Port
 
 // mountTimeout bounds one try of a MOUNT-time call.
 const mountTimeout = 10 * time.Second
@@ -98,7 +98,7 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
 		Server: a.host, ProcNames: nfs3.ProcNames, Logf: logf,
 	})
-	c.nfs = nfs3.NewClient(rpc)
+	c.nfs = nfs3.NewClient(rpc, nfs3.ClientConfig{})
 
 	// The mount must not hang on a server that took the MOUNT call but
 	// does not answer NFS: these first calls are soft.
@@ -188,7 +188,7 @@ func nfsTransport(ctx context.Context, a *mountArgs, dial nfs3.DialConfig, logf 
 			MaxInlineWrite: o.MaxInlineWrite,
 			MemReg:         o.MemReg,
 			MaxIO:          max(o.RSize, o.WSize, 1<<20),
-			ChunkBuffers:   rdmaChunkBuffers,
+			ChunkBuffers:   xprtrdma.DefaultChunkBuffers,
 			Logf:           logf,
 		})
 		if err != nil {

@@ -7,9 +7,10 @@ import (
 )
 
 // manPage returns the rdmafs(8) man page in roff (man macros). The
-// command forms come from commandDocs and the mount options from
-// mountopts' option table, the same sources as rdmafs -h; docs/rdmafs.8
-// is this text, which TestManPage checks (make man rewrites it).
+// command forms come from commandDocs, the serve options from serveopts'
+// table and the mount options from mountopts' table, the same sources as
+// rdmafs -h; docs/rdmafs.8 is this text, which TestManPage checks (make
+// man rewrites it).
 func manPage() string {
 	var b strings.Builder
 	w := func(lines ...string) {

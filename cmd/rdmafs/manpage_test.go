@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 )
 
 var updateMan = flag.Bool("update-man", false, "rewrite docs/rdmafs.8 (make man)")
@@ -34,7 +36,8 @@ func TestManPage(t *testing.T) {
 }
 
 // TestManPageRenders: groff formats the page without a warning, and the
-// text a reader sees has every mount option of rdmafs -h.
+// text a reader sees has every mount option of rdmafs -h and every serve
+// option.
 func TestManPageRenders(t *testing.T) {
 	groff, err := exec.LookPath("groff")
 	if err != nil {
@@ -65,6 +68,16 @@ func TestManPageRenders(t *testing.T) {
 		}
 		if !strings.Contains(shown, syntax) {
 			t.Errorf("the rendered page lacks %q (from rdmafs -h)", syntax)
+		}
+	}
+	// Every serve option, as its table documents it.
+	for _, sec := range serveopts.Sections() {
+		for _, it := range sec.Items {
+			for _, want := range []string{it.Syntax, it.Help} {
+				if !strings.Contains(shown, strings.Join(strings.Fields(want), " ")) {
+					t.Errorf("the rendered page lacks serve option text %q", want)
+				}
+			}
 		}
 	}
 	for _, want := range []string{"MOUNT OPTIONS", "Mirrors: nfs(5) rsize.", "Mirrors: sysctl sunrpc.rdma_memreg_strategy.",

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmafs/rdmafs/fs"
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // mountArgs is the parsed command line of a mount.
@@ -275,7 +276,7 @@ func fsOptions(o *mountopts.Options, c *connection) fs.Options {
 		// Write-behind fills the transport's registered buffers, and
 		// holds no more than half of them.
 		fo.Payloads = p
-		fo.DirtyLimit = int64(rdmaChunkBuffers * max(c.rsize, c.wsize) / 2)
+		fo.DirtyLimit = int64(xprtrdma.DefaultChunkBuffers * max(c.rsize, c.wsize) / 2)
 	}
 	return fo
 }

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
 // The names of the counters of a mountstats block, in the order of their
 // fields. Events and bytes are named as nfs-utils' mountstats names them;
-// the transport fields as the kernel's xprt print_stats functions do.
+// the transport fields as the kernel's xprt print_stats functions do
+// (rdma's as package xprtrdma, which prints them, names them).
 var (
 	eventNames = []string{"inoderevalidates", "dentryrevalidates", "datainvalidates", "attrinvalidates",
 		"vfsopen", "vfslookup", "vfspermission", "vfsupdatepage", "vfsreadpage", "vfsreadpages",
@@ -20,12 +23,9 @@ var (
 	xprtNames = map[string][]string{
 		"tcp": {"port", "bind_count", "connect_count", "connect_time", "idle_time", "sends", "recvs",
 			"bad_xids", "req_u", "bklog_u", "max_slots", "sending_u", "pending_u"},
-		"rdma": {"port", "bind_count", "connect_count", "connect_time", "idle_time", "sends", "recvs",
-			"bad_xids", "req_u", "bklog_u", "read_chunk_count", "write_chunk_count", "reply_chunk_count",
-			"total_rdma_request", "total_rdma_reply", "pullup_copy_count", "fixup_copy_count",
-			"hardway_register_count", "failed_marshal_count", "bad_reply_count", "nomsg_call_count",
-			"mrs_recycled", "mrs_orphaned", "mrs_allocated", "local_inv_needed", "empty_sendctx_q",
-			"reply_waits_for_send", "payload_copies", "registered_bytes", "registered_peak_bytes"},
+		// The RDMA transport names its own fields, in the order it
+		// prints them.
+		"rdma": xprtrdma.StatNames(),
 	}
 	opFieldNames = []string{"ops", "trans", "timeouts", "bytes_sent", "bytes_recv", "queue_ms", "rtt_ms",
 		"execute_ms", "errors"}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/mountopts"
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/verbs"
 	"github.com/rdmafs/rdmafs/verbs/ibverbs"
 	"github.com/rdmafs/rdmafs/verbs/soft"
@@ -15,8 +16,8 @@ import (
 )
 
 // defaultRDMAPort is where NFS over RDMA listens unless port= says
-// otherwise (RFC 8267).
-const defaultRDMAPort = 20049
+// otherwise.
+const defaultRDMAPort = nfs3.RDMAPort
 
 // provider returns the verbs provider the provider= option names.
 func provider(p mountopts.Provider) (verbs.Provider, error) {
@@ -28,11 +29,6 @@ func provider(p mountopts.Provider) (verbs.Provider, error) {
 	}
 	return nil, fmt.Errorf("provider=%v is not built in", p)
 }
-
-// rdmaChunkBuffers is how many chunk buffers (of the largest READ or
-// WRITE each) an RDMA mount registers at most, as its calls need them:
-// READ data lands in them and write-behind fills them.
-const rdmaChunkBuffers = 128
 
 // rdmaConnectError says why the mount's RDMA connection to addr failed,
 // naming what answered there. It wraps err.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -13,132 +12,25 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3/server"
 	"github.com/rdmafs/rdmafs/svcrdma"
 )
 
-// serveOptions are the -o options of rdmafs serve.
-type serveOptions struct {
-	addr     string
-	port     int
-	readOnly bool
-	workers  int
-	rdma     bool               // proto=rdma: NFS over RPC-over-RDMA as well
-	rdmaPort int                // where, default 20049
-	provider mountopts.Provider // the verbs provider for rdma
-	export   server.Export      // knfsd's export options
-	maxConns int                // max_connections; 0: the server's default
-	idle     time.Duration      // idle_timeout; 0: the server's default, < 0 never
-}
-
-// parseServeOptions parses the -o list of rdmafs serve; errors name the
-// option and what is allowed, as the mount options' do.
-func parseServeOptions(list string, o *serveOptions) error {
-	for item := range strings.SplitSeq(list, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		name, val, hasVal := strings.Cut(item, "=")
-		bad := func(allowed string) error {
-			return &usageError{fmt.Sprintf("option %s: %s", item, allowed)}
-		}
-		number := func(lo, hi int) (int, error) {
-			n, err := strconv.Atoi(val)
-			if !hasVal || err != nil || n < lo || n > hi {
-				return 0, bad(fmt.Sprintf("must be a number from %d to %d", lo, hi))
-			}
-			return n, nil
-		}
-		var err error
-		switch name {
-		case "port":
-			o.port, err = number(0, 65535)
-		case "workers":
-			o.workers, err = number(1, 1024)
-		case "addr":
-			if net.ParseIP(val) == nil {
-				err = bad("must be an IP address")
-			}
-			o.addr = val
-		case "ro", "rw":
-			if hasVal {
-				err = bad("takes no value")
-			}
-			o.readOnly = name == "ro"
-		case "proto":
-			switch val {
-			case "tcp", "rdma":
-				o.rdma = val == "rdma"
-			default:
-				err = bad("must be tcp or rdma")
-			}
-		case "rdmaport":
-			o.rdmaPort, err = number(0, 65535)
-		case "provider":
-			if p, ok := mountopts.ParseProvider(val); ok {
-				o.provider = p
-			} else {
-				err = bad("must be ibverbs or soft")
-			}
-		case "secure", "insecure", "root_squash", "no_root_squash", "all_squash", "no_all_squash":
-			if hasVal {
-				err = bad("takes no value")
-			}
-			switch name {
-			case "secure", "insecure":
-				o.export.Insecure = name == "insecure"
-			case "root_squash", "no_root_squash":
-				o.export.NoRootSquash = name == "no_root_squash"
-			default:
-				o.export.AllSquash = name == "all_squash"
-			}
-		case "anonuid", "anongid":
-			var n int
-			if n, err = number(0, 1<<32-2); err == nil {
-				id := uint32(n)
-				if name == "anonuid" {
-					o.export.AnonUID = &id
-				} else {
-					o.export.AnonGID = &id
-				}
-			}
-		case "clients":
-			var ps []netip.Prefix
-			if !hasVal {
-				err = bad("addresses or networks (CIDR) joined by +, or *")
-			} else if ps, err = server.ParseClients(val); err != nil {
-				err = bad(err.Error())
-			}
-			o.export.Clients = append(o.export.Clients, ps...)
-		case "max_connections":
-			o.maxConns, err = number(1, 1<<16)
-		case "idle_timeout":
-			var n int
-			if n, err = number(0, 1<<20); err == nil {
-				o.idle = time.Duration(n) * time.Second
-				if n == 0 {
-					o.idle = -1
-				}
-			}
-		default:
-			err = &usageError{fmt.Sprintf("unknown serve option %q (port, addr, ro, rw, workers, proto, rdmaport, provider, "+
-				"secure, insecure, root_squash, no_root_squash, all_squash, no_all_squash, anonuid, anongid, clients, "+
-				"max_connections, idle_timeout)", item)}
-		}
-		if err != nil {
-			return err
-		}
+// parseServeOptions applies one -o list of rdmafs serve to o; a bad
+// option is bad usage.
+func parseServeOptions(list string, o *serveopts.Options) error {
+	if err := serveopts.Parse(list, o); err != nil {
+		return &usageError{err.Error()}
 	}
 	return nil
 }
 
 // serve exports a directory until SIGTERM or SIGINT.
 func serve(args []string) error {
-	o := serveOptions{addr: "127.0.0.1", port: defaultNFSPort, rdmaPort: defaultRDMAPort}
+	o := serveopts.Default()
 	var dirs []string
 	for i := 0; i < len(args); i++ {
 		switch arg := args[i]; {
@@ -164,12 +56,12 @@ func serve(args []string) error {
 	}
 	defer startProfile(".serve")()
 	logger := log.New(os.Stderr, "rdmafs serve: ", log.LstdFlags)
-	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.readOnly, Workers: o.workers, Export: o.export,
-		MaxConns: o.maxConns, IdleTimeout: o.idle, Logf: logger.Printf})
+	srv, err := server.New(server.Options{Root: dirs[0], ReadOnly: o.ReadOnly, Workers: o.Workers, Export: o.Export,
+		MaxConns: o.MaxConns, IdleTimeout: o.IdleTimeout, Logf: logger.Printf})
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", hostPort(o.addr, o.port))
+	l, err := net.Listen("tcp", hostPort(o.Addr, o.Port))
 	if err != nil {
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
@@ -180,10 +72,10 @@ func serve(args []string) error {
 		debug.SetMemoryLimit(srv.RPC().HeapBound())
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.addr, port)
-	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.export, clientList(&o))
+	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.Addr, port)
+	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.Export, clientList(&o))
 	var rdmaSrv *svcrdma.Server
-	if o.rdma {
+	if o.Proto == mountopts.ProtoRDMA {
 		if rdmaSrv, err = serveRDMA(srv, &o, logger.Printf); err != nil {
 			l.Close()
 			srv.Close()
@@ -191,14 +83,14 @@ func serve(args []string) error {
 		}
 		defer rdmaSrv.Close()
 		rport := rdmaPortOf(rdmaSrv.Addr())
-		fmt.Printf("rdmafs serve: NFSv3 over RDMA (provider=%v) on port %d\n", o.provider, rport)
-		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o proto=rdma,provider=%v,port=%d,mountport=%d\n", hostForURL(o.addr), o.provider, rport, port)
-		if o.provider == mountopts.ProviderIBVerbs {
-			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", rport, port, hostForURL(o.addr))
+		fmt.Printf("rdmafs serve: NFSv3 over RDMA (provider=%v) on port %d\n", o.Provider, rport)
+		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o proto=rdma,provider=%v,port=%d,mountport=%d\n", hostForURL(o.Addr), o.Provider, rport, port)
+		if o.Provider == mountopts.ProviderIBVerbs {
+			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", rport, port, hostForURL(o.Addr))
 		}
 	} else {
-		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.addr), port, port)
-		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.addr))
+		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.Addr), port, port)
+		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.Addr))
 	}
 
 	// As mountd and nfsd do, so that showmount -e and mount.nfs without
@@ -231,12 +123,12 @@ func hostForURL(ip string) string {
 
 // serveRDMA starts the RPC-over-RDMA listener in front of srv. MOUNT stays
 // on TCP.
-func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (*svcrdma.Server, error) {
-	p, err := provider(o.provider)
+func serveRDMA(srv *server.Server, o *serveopts.Options, logf func(string, ...any)) (*svcrdma.Server, error) {
+	p, err := provider(o.Provider)
 	if err != nil {
 		return nil, err
 	}
-	listen := hostPort(o.addr, o.rdmaPort)
+	listen := hostPort(o.Addr, o.RDMAPort)
 	rs, err := svcrdma.Listen(context.Background(), svcrdma.Config{
 		Provider: p,
 		Addr:     listen,
@@ -261,12 +153,12 @@ func serveRDMA(srv *server.Server, o *serveOptions, logf func(string, ...any)) (
 }
 
 // clientList is the clients option as serve applies it.
-func clientList(o *serveOptions) string {
-	if len(o.export.Clients) == 0 {
-		return o.addr + " (this host)"
+func clientList(o *serveopts.Options) string {
+	if len(o.Export.Clients) == 0 {
+		return o.Addr + " (this host)"
 	}
 	var names []string
-	for _, p := range o.export.Clients {
+	for _, p := range o.Export.Clients {
 		switch {
 		case p.Bits() == 0:
 			if !slices.Contains(names, "*") {

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
+	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 	"github.com/rdmafs/rdmafs/mountopts"
 )
 
@@ -45,36 +47,15 @@ var commandDocs = []commandDoc{
 			"mount -t fuse.rdmafs SERVER:/EXPORT MOUNTPOINT -o proto=tcp",
 			"SERVER:/EXPORT MOUNTPOINT fuse.rdmafs proto=tcp,_netdev 0 0",
 		},
-		tail: "Over RPC-over-RDMA: -o proto=rdma (port 20049 unless port= says otherwise); " +
+		tail: "Over RPC-over-RDMA: -o proto=rdma (port " + strconv.Itoa(defaultRDMAPort) + " unless port= says otherwise); " +
 			"without an RDMA device, provider=soft runs the RDMA path in software (rdmafs at both ends).",
 	},
 	{
 		synopsis: "rdmafs serve [-o OPTIONS] DIR",
 		text: `Export the directory DIR as "/" over NFSv3 (MOUNT and NFS on one TCP port) until ` +
 			"SIGTERM or SIGINT, and print the command that mounts it. Options:",
-		items: []itemDoc{
-			{"port=N", "TCP port (default 2049; 0 picks a free one)"},
-			{"addr=IP", "address to listen on (default 127.0.0.1)"},
-			{"ro | rw", "refuse or allow changes (default rw)"},
-			{"workers=N", "calls served at once per connection (default 8)"},
-			{"proto=tcp|rdma", "rdma: also serve NFS over RPC-over-RDMA (MOUNT stays on TCP); default tcp"},
-			{"rdmaport=N", "RDMA port (default 20049; 0 picks a free one)"},
-			{"provider=ibverbs|soft", "verbs provider for rdma (default ibverbs)"},
-		},
-		sections: []sectionDoc{{
-			title: "Export options, as knfsd's (exports(5)), safe by default:",
-			items: []itemDoc{
-				{"secure | insecure", "calls over TCP only from ports below 1024 (root's); default secure. " +
-					"RDMA connections count as secure, as in knfsd"},
-				{"root_squash | no_root_squash", "uid/gid 0 served as anonuid/anongid (default root_squash)"},
-				{"all_squash | no_all_squash", "everyone served as anonuid/anongid (default no_all_squash)"},
-				{"anonuid=N, anongid=N", "the anonymous identity (default 65534)"},
-				{"clients=LIST", "addresses and networks (CIDR) joined by +, or *; default: this host only " +
-					"(the address served on)"},
-				{"max_connections=N", "connections at once, TCP and RDMA (default 256)"},
-				{"idle_timeout=SECONDS", "close idle connections (default 360; 0 never)"},
-			},
-		}},
+		items:    serveItems(serveopts.Sections()[0].Items),
+		sections: serveSections(serveopts.Sections()[1:]),
 	},
 	{
 		synopsis: "rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]",
@@ -140,6 +121,23 @@ func writeItems(b *strings.Builder, items []itemDoc) {
 		}
 		mountopts.Wrap(b, it.help, head, strings.Repeat(" ", 8+width+2))
 	}
+}
+
+// serveItems are the options of rdmafs serve, from its option table.
+func serveItems(items []serveopts.Item) []itemDoc {
+	docs := make([]itemDoc, len(items))
+	for i, it := range items {
+		docs[i] = itemDoc{it.Syntax, it.Help}
+	}
+	return docs
+}
+
+func serveSections(secs []serveopts.Section) []sectionDoc {
+	docs := make([]sectionDoc, len(secs))
+	for i, s := range secs {
+		docs[i] = sectionDoc{s.Title, serveItems(s.Items)}
+	}
+	return docs
 }
 
 func writeExamples(b *strings.Builder, lines []string) {

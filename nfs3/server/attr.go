@@ -15,28 +15,9 @@ import (
 // fattrSize is the size of an encoded fattr3.
 const fattrSize = 84
 
-// ftype3 of a statx mode.
-func ftypeOf(mode uint16) nfs3.FileType {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return nfs3.TypeDir
-	case unix.S_IFLNK:
-		return nfs3.TypeLnk
-	case unix.S_IFBLK:
-		return nfs3.TypeBlk
-	case unix.S_IFCHR:
-		return nfs3.TypeChr
-	case unix.S_IFSOCK:
-		return nfs3.TypeSock
-	case unix.S_IFIFO:
-		return nfs3.TypeFifo
-	}
-	return nfs3.TypeReg
-}
-
 // putFattr encodes a fattr3.
 func putFattr(w *xdr.Encoder, st *unix.Statx_t) {
-	w.Uint32(uint32(ftypeOf(st.Mode)))
+	w.Uint32(uint32(nfs3.TypeOfMode(uint32(st.Mode))))
 	w.Uint32(uint32(st.Mode) & 0o7777)
 	w.Uint32(st.Nlink)
 	w.Uint32(st.Uid)

@@ -47,8 +47,9 @@
 //     the export or crosses into another mount below it (openat2 with
 //     RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV); mount points
 //     are left out of listings.
-//   - MOUNT mounts the export's root or any directory below it; EXPORT lists
-//     "/" with its clients (showmount -e).
+//   - MOUNT mounts the export's root (as "/" or, as mountd takes it, the
+//     empty path) or any directory below it; EXPORT lists "/" with its
+//     clients (showmount -e).
 //   - READDIR cookies are the filesystem's directory offsets, as knfsd's are:
 //     a listing keeps no state on the server.
 //   - The WRITE/COMMIT verifier is new at each New, so clients resend

@@ -11,8 +11,8 @@ import (
 )
 
 // Export options, after knfsd's (exports(5)). The zero value is knfsd's
-// default: secure, root_squash, anonymous uid and gid 65534, and (this
-// server's choice, knfsd has no default client) only clients on the
+// default: secure, root_squash, anonymous uid and gid DefaultAnonID, and
+// (this server's choice, knfsd has no default client) only clients on the
 // server's own address.
 type Export struct {
 	// Insecure lets calls come from any source port (knfsd: insecure).
@@ -28,7 +28,7 @@ type Export struct {
 	// supplementary groups (knfsd: all_squash).
 	AllSquash bool
 	// AnonUID and AnonGID are who squashed callers and AUTH_NONE calls
-	// are served as (knfsd: anonuid, anongid); nil means 65534.
+	// are served as (knfsd: anonuid, anongid); nil means DefaultAnonID.
 	AnonUID, AnonGID *uint32
 	// Clients are the addresses and networks allowed to use the export
 	// (knfsd: the client list of the export line). Empty means the
@@ -36,6 +36,9 @@ type Export struct {
 	// the address it reached (the same host).
 	Clients []netip.Prefix
 }
+
+// DefaultAnonID is knfsd's default anonuid and anongid: nobody.
+const DefaultAnonID = nobody
 
 // anon is the identity squashed and AUTH_NONE calls get.
 func (e *Export) anon() (uid, gid uint32) {

@@ -183,8 +183,13 @@ func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 // mountPath turns a MOUNT dirpath (absolute, within the export, which is
 // "/") into a path relative to the export's root: "." for the root itself.
 // Empty components and "." are dropped; ".." is resolved by the confined
-// lookup, which refuses to climb out. A relative path is not an export.
+// lookup, which refuses to climb out. A relative path is not an export,
+// but the empty path is the root, as nfs-utils' mountd takes it (libnfs
+// sends it for nfs://host/file).
 func mountPath(dirpath string) (string, bool) {
+	if dirpath == "" {
+		return ".", true
+	}
 	if !strings.HasPrefix(dirpath, "/") || strings.IndexByte(dirpath, 0) >= 0 {
 		return "", false
 	}

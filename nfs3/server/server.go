@@ -23,7 +23,7 @@ type Options struct {
 	Root     string // directory to export; must exist and be a directory
 	ReadOnly bool
 	Export   Export // security options (knfsd's exports(5) defaults when zero)
-	Workers  int    // calls served at once per connection; 0 = default (8)
+	Workers  int    // calls served at once per connection; 0 = DefaultWorkers
 	// MaxConns bounds the connections served at once, TCP and RDMA
 	// (svcrdma's sessions) together; when a new one comes, the least
 	// recently active goes, as knfsd does. 0 means DefaultMaxConns.

@@ -12,15 +12,13 @@ import (
 	"net"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
 const (
-	defaultTimeout = 10 * time.Second
-	listenBacklog  = 128
+	listenBacklog = 128
 	// Transport and RNR retries asked of the RDMA CM: a lost peer or a
 	// missing receive fails a work request after a few seconds rather
 	// than never (7 would mean retry forever).
@@ -146,36 +144,14 @@ func eventError(ev cmEvent, want C.int) error {
 
 // checkConfig validates cfg against the device and fills in defaults.
 func (d *device) checkConfig(cfg verbs.ConnConfig) (verbs.ConnConfig, error) {
-	bad := func(what string, v, limit int) error {
+	cfg, err := cfg.Check(d.caps, func(what string, v, limit int) error {
 		return &verbs.VerbError{Verb: "ibv_create_qp", Err: fmt.Errorf("%s %d (device %s allows %d): %w", what, v, d.name, limit, syscall.EINVAL)}
+	})
+	if err != nil {
+		return cfg, err
 	}
-	c := d.caps
-	switch {
-	case cfg.SendDepth < 0 || cfg.SendDepth > c.MaxQPWR:
-		return cfg, bad("SendDepth", cfg.SendDepth, c.MaxQPWR)
-	case cfg.RecvDepth < 0 || cfg.RecvDepth > c.MaxQPWR:
-		return cfg, bad("RecvDepth", cfg.RecvDepth, c.MaxQPWR)
-	case cfg.MaxSendSGE < 0 || cfg.MaxSendSGE > c.MaxSGE:
-		return cfg, bad("MaxSendSGE", cfg.MaxSendSGE, c.MaxSGE)
-	case cfg.MaxRecvSGE < 0 || cfg.MaxRecvSGE > c.MaxSGE:
-		return cfg, bad("MaxRecvSGE", cfg.MaxRecvSGE, c.MaxSGE)
-	case cfg.CQDepth < 0 || cfg.CQDepth > c.MaxCQE:
-		return cfg, bad("CQDepth", cfg.CQDepth, c.MaxCQE)
-	case cfg.CQDepth == 0 && cfg.SendDepth+cfg.RecvDepth > c.MaxCQE:
-		// A smaller CQ could overrun, which breaks the connection.
-		return cfg, bad("SendDepth+RecvDepth (the CQ's depth)", cfg.SendDepth+cfg.RecvDepth, c.MaxCQE)
-	}
-	cfg.MaxSendSGE = max(cfg.MaxSendSGE, 1)
-	cfg.MaxRecvSGE = max(cfg.MaxRecvSGE, 1)
-	if cfg.CQDepth == 0 {
-		cfg.CQDepth = cfg.SendDepth + cfg.RecvDepth
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = defaultTimeout
-	}
-	cfg.ResponderResources = uint8(min(int(cfg.ResponderResources), c.MaxQPRdAtom))
-	cfg.InitiatorDepth = uint8(min(int(cfg.InitiatorDepth), c.MaxQPInitRdAtom))
-	cfg.PrivateData = append([]byte(nil), cfg.PrivateData...)
+	cfg.ResponderResources = uint8(min(int(cfg.ResponderResources), d.caps.MaxQPRdAtom))
+	cfg.InitiatorDepth = uint8(min(int(cfg.InitiatorDepth), d.caps.MaxQPInitRdAtom))
 	return cfg, nil
 }
 

@@ -210,9 +210,7 @@ type device struct {
 	// space) rather than IBV_WC_WITH_INV (seen in Linux 6.1).
 	rxe bool
 
-	mu     sync.Mutex
-	pds    int
-	closed bool
+	state verbs.DeviceState // its PDs, and whether it is closed
 }
 
 func (d *device) queryCaps() error {
@@ -240,32 +238,20 @@ func (d *device) Name() string     { return d.name }
 func (d *device) Caps() verbs.Caps { return d.caps }
 
 func (d *device) AllocPD() (verbs.PD, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, &verbs.VerbError{Verb: "ibv_alloc_pd", Err: syscall.EBADF}
-	}
-	p, errno := C.ibv_alloc_pd(d.ctx)
-	if p == nil {
-		return nil, &verbs.VerbError{Verb: "ibv_alloc_pd", Err: errno}
-	}
-	d.pds++
-	return &pd{dev: d, pd: p}, nil
+	return d.state.AllocPD("ibv_alloc_pd", func() (verbs.PD, error) {
+		p, errno := C.ibv_alloc_pd(d.ctx)
+		if p == nil {
+			return nil, &verbs.VerbError{Verb: "ibv_alloc_pd", Err: errno}
+		}
+		return &pd{dev: d, pd: p}, nil
+	})
 }
 
 func (d *device) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	if d.pds > 0 {
-		return &verbs.VerbError{Verb: "ibv_close_device", Err: fmt.Errorf("%d protection domains still allocated: %w", d.pds, syscall.EBUSY)}
-	}
-	d.closed = true
-	d.watch.release()
-	C.rdma_free_devices(d.list)
-	return nil
+	return d.state.Close("ibv_close_device", func() {
+		d.watch.release()
+		C.rdma_free_devices(d.list)
+	})
 }
 
 // asyncWatch reads the async events of one device context for every

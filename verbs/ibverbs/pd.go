@@ -39,9 +39,7 @@ func (p *pd) Close() error {
 		return &verbs.VerbError{Verb: "ibv_dealloc_pd", Err: syscall.Errno(r)}
 	}
 	p.closed = true
-	p.dev.mu.Lock()
-	p.dev.pds--
-	p.dev.mu.Unlock()
+	p.dev.state.PDClosed()
 	return nil
 }
 

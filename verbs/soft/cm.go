@@ -18,7 +18,6 @@ import (
 // first frames of the TCP connection.
 
 const (
-	defaultTimeout   = 10 * time.Second
 	handshakeTimeout = 10 * time.Second // for a dialer to send its request
 	listenBacklog    = 128              // requests waiting for Accept
 	maxHandshakes    = 256              // TCP connections not yet requests
@@ -30,33 +29,15 @@ const (
 
 // checkConfig validates cfg and fills in its defaults.
 func checkConfig(cfg verbs.ConnConfig) (verbs.ConnConfig, error) {
-	bad := func(what string, v, limit int) error {
+	cfg, err := cfg.Check(softCaps, func(what string, v, limit int) error {
 		return &verbs.VerbError{Verb: "create_qp", Err: fmt.Errorf("%s %d (at most %d): %w", what, v, limit, syscall.EINVAL)}
+	})
+	if err != nil {
+		return cfg, err
 	}
-	c := softCaps
-	switch {
-	case cfg.SendDepth < 0 || cfg.SendDepth > c.MaxQPWR:
-		return cfg, bad("SendDepth", cfg.SendDepth, c.MaxQPWR)
-	case cfg.RecvDepth < 0 || cfg.RecvDepth > c.MaxQPWR:
-		return cfg, bad("RecvDepth", cfg.RecvDepth, c.MaxQPWR)
-	case cfg.MaxSendSGE < 0 || cfg.MaxSendSGE > c.MaxSGE:
-		return cfg, bad("MaxSendSGE", cfg.MaxSendSGE, c.MaxSGE)
-	case cfg.MaxRecvSGE < 0 || cfg.MaxRecvSGE > c.MaxSGE:
-		return cfg, bad("MaxRecvSGE", cfg.MaxRecvSGE, c.MaxSGE)
-	case cfg.CQDepth < 0 || cfg.CQDepth > c.MaxCQE:
-		return cfg, bad("CQDepth", cfg.CQDepth, c.MaxCQE)
-	case cfg.CQDepth == 0 && cfg.SendDepth+cfg.RecvDepth > c.MaxCQE:
-		return cfg, bad("SendDepth+RecvDepth (the CQ's depth)", cfg.SendDepth+cfg.RecvDepth, c.MaxCQE)
-	}
-	cfg.MaxSendSGE = max(cfg.MaxSendSGE, 1)
-	cfg.MaxRecvSGE = max(cfg.MaxRecvSGE, 1)
-	if cfg.CQDepth == 0 {
-		cfg.CQDepth = max(cfg.SendDepth+cfg.RecvDepth, 1)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = defaultTimeout
-	}
-	cfg.PrivateData = append([]byte(nil), cfg.PrivateData...)
+	// A completion queue of depth 0 (no queues at all) would overrun at
+	// its first completion, an error completion included.
+	cfg.CQDepth = max(cfg.CQDepth, 1)
 	return cfg, nil
 }
 

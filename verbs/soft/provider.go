@@ -144,11 +144,11 @@ func (p *Provider) removeConn(c *conn) {
 type device struct {
 	p *Provider
 
+	state verbs.DeviceState // its PDs, and whether it is closed
+
 	mu        sync.RWMutex
 	objs      map[uint32]any
 	nextIndex uint32
-	pds       int
-	closed    bool
 }
 
 var softCaps = verbs.Caps{
@@ -165,27 +165,10 @@ func (d *device) Name() string     { return DeviceName }
 func (d *device) Caps() verbs.Caps { return softCaps }
 
 func (d *device) AllocPD() (verbs.PD, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, &verbs.VerbError{Verb: "alloc_pd", Err: syscall.EBADF}
-	}
-	d.pds++
-	return &pd{dev: d}, nil
+	return d.state.AllocPD("alloc_pd", func() (verbs.PD, error) { return &pd{dev: d}, nil })
 }
 
-func (d *device) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	if d.pds > 0 {
-		return &verbs.VerbError{Verb: "close_device", Err: fmt.Errorf("%d protection domains still allocated: %w", d.pds, syscall.EBUSY)}
-	}
-	d.closed = true
-	return nil
-}
+func (d *device) Close() error { return d.state.Close("close_device", nil) }
 
 // pd is a protection domain: it counts what was made in it, since it may
 // only be closed after all of that.
@@ -208,9 +191,7 @@ func (pd *pd) Close() error {
 			pd.mrs, pd.mws, pd.conns, pd.listeners, syscall.EBUSY)}
 	}
 	pd.closed = true
-	pd.dev.mu.Lock()
-	pd.dev.pds--
-	pd.dev.mu.Unlock()
+	pd.dev.state.PDClosed()
 	return nil
 }
 

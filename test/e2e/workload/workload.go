@@ -109,18 +109,63 @@ func Run(t testing.TB, mnt string, check Checker) {
 	}
 	w := newRunner(t, mnt, check, "wl")
 	start := time.Now()
-	w.step("files", w.files)
-	w.step("mkdir/rmdir", w.dirs)
-	w.step("rename", w.rename)
-	w.step("symlink", w.symlink)
-	w.step("hardlink", w.hardlink)
-	w.step("chmod", w.chmod)
-	w.step("truncate", w.truncate)
-	w.step("unlink", w.unlink)
-	w.step("readdir", w.readdir)
-	w.step("statfs", w.statfs)
-	w.step("cleanup", w.cleanup)
+	for _, s := range w.steps() {
+		w.step(s.name, s.run)
+	}
 	t.Logf("workload: all steps done in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// Steps are the names of Run's steps, in the order it runs them.
+var Steps = []string{"files", "mkdir/rmdir", "rename", "symlink", "hardlink", "chmod", "truncate", "unlink", "readdir", "statfs", "cleanup"}
+
+// steps are Run's steps, named as in Steps.
+func (w *runner) steps() []struct {
+	name string
+	run  func()
+} {
+	return []struct {
+		name string
+		run  func()
+	}{
+		{"files", w.files},
+		{"mkdir/rmdir", w.dirs},
+		{"rename", w.rename},
+		{"symlink", w.symlink},
+		{"hardlink", w.hardlink},
+		{"chmod", w.chmod},
+		{"truncate", w.truncate},
+		{"unlink", w.unlink},
+		{"readdir", w.readdir},
+		{"statfs", w.statfs},
+		{"cleanup", w.cleanup},
+	}
+}
+
+// RunWithout is Run without the steps named in skip (names of Steps), for
+// a server known to lack what they check; the caller says why. "files" and
+// "cleanup" cannot be skipped: the other steps work in the directory that
+// "files" makes and "cleanup" removes. An unknown name fails t, so that a
+// renamed step is not silently run again or skipped.
+func RunWithout(t testing.TB, mnt string, check Checker, skip ...string) {
+	t.Helper()
+	if check == nil {
+		t.Fatalf("workload.RunWithout: nil Checker")
+	}
+	for _, name := range skip {
+		if !slices.Contains(Steps, name) || name == "files" || name == "cleanup" {
+			t.Fatalf("workload.RunWithout: cannot skip step %q (steps: %v)", name, Steps)
+		}
+	}
+	w := newRunner(t, mnt, check, "wl")
+	start := time.Now()
+	for _, s := range w.steps() {
+		if slices.Contains(skip, s.name) {
+			t.Logf("workload: %-12s skipped", s.name)
+			continue
+		}
+		w.step(s.name, s.run)
+	}
+	t.Logf("workload: all steps but %v done in %v", skip, time.Since(start).Round(time.Millisecond))
 }
 
 // CrossCheck checks that two mounts of the same export see each other's

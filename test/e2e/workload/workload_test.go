@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,4 +143,26 @@ func TestRunDetectsStaleServerFile(t *testing.T) {
 func TestRunMissingMount(t *testing.T) {
 	msgs := runRecorded(t, filepath.Join(t.TempDir(), "nope"), DirChecker(t.TempDir()))
 	expectMessage(t, msgs, "not a directory")
+}
+
+// Steps, which RunWithout checks the names it skips against, names Run's
+// steps in the order Run runs them.
+func TestStepsNamesRunsSteps(t *testing.T) {
+	var names []string
+	for _, s := range (&runner{}).steps() {
+		names = append(names, s.name)
+	}
+	if !slices.Equal(names, Steps) {
+		t.Fatalf("Run's steps are %v, Steps says %v", names, Steps)
+	}
+}
+
+// RunWithout runs the other steps, and they pass on a POSIX file system.
+func TestRunWithoutLocal(t *testing.T) {
+	dir := t.TempDir()
+	RunWithout(t, dir, DirChecker(dir), "hardlink", "statfs")
+	left, err := os.ReadDir(dir)
+	if err != nil || len(left) != 0 {
+		t.Errorf("after RunWithout the directory holds %v (%v), want nothing", left, err)
+	}
 }
