@@ -144,7 +144,7 @@ func (c *svcConn) run() {
 func (c *svcConn) dispatcher(done chan<- struct{}) {
 	defer close(done)
 	for sc := range c.dispatch {
-		// The call may be answered, and its slot freed, before Call
+		// The call may be answered, and its slot freed, before CallInPlace
 		// returns: take its message buffer first. The session gives
 		// it back once done with it: no copy of a large WRITE.
 		msg, pull := sc.msg, sc.pull
