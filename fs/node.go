@@ -585,13 +585,16 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 }
 
 // Getxattr implements gofs.NodeGetxattrer. NFSv3 has no extended
-// attributes; the root directory has one, the mount's statistics.
+// attributes; the root directory has two, the mount's statistics
+// (StatsXattr, LatencyXattr).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if n.obj != n.fs.root.obj || attr != StatsXattr {
+	if n.obj != n.fs.root.obj {
 		return 0, syscall.EOPNOTSUPP
 	}
 	var b bytes.Buffer
-	if err := n.fs.WriteStats(&b, n.fs.cfg.Mountpoint); err != nil {
+	if ok, err := n.fs.writeRootXattr(&b, attr); !ok {
+		return 0, syscall.EOPNOTSUPP
+	} else if err != nil {
 		return 0, syscall.EIO
 	}
 	if len(dest) == 0 {
