@@ -22,9 +22,13 @@ GO ?= go
 # the RDMA headers for cgo, fio and libnfs-utils for the benchmark and the
 # libnfs test of rdmafs serve, nfs-common (showmount, with rpcbind; and
 # mountstats, which the stats tests read rdmafs stats with), iproute2 for
-# the showmount test (run in a namespace of its own) and groff-base, which
-# renders the man page in its test.
-HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2 groff-base
+# the showmount test (run in a namespace of its own), groff-base, which
+# renders the man page in its test, and prometheus (promtool) and
+# prometheus-node-exporter, which read rdmafs stats -prometheus in the
+# metrics tests (installed, their services are not started: the tests
+# run node_exporter on a loopback port of their own).
+HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2 groff-base \
+	prometheus prometheus-node-exporter
 
 .PHONY: deps demo build install uninstall man test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker
 
