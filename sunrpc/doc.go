@@ -31,7 +31,8 @@
 //	multi.go      nconnect: calls spread over several transports
 //
 // buffer.go has the pooled buffers replies and payloads live in;
-// stats.go counts each procedure's calls, xprtstats.go the counters of
+// stats.go counts each procedure's calls, latency.go keeps their round
+// trip and execute times as histograms, xprtstats.go the counters of
 // every transport's "xprt:" line.
 //
 // # Server
