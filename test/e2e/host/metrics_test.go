@@ -224,12 +224,14 @@ func freeLoopbackPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// get fetches url, waiting up to 10 s for the server to come up.
+// get fetches url, waiting up to 10 s for the server to come up and 30 s
+// for its answer.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(url)
+		resp, err := client.Get(url)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
