@@ -94,7 +94,7 @@ func (f *FS) aclError(err error) error {
 // (one the mode bits say) is no ACL, as the kernel client reports it:
 // ENODATA, and getfacl shows the mode.
 func (n *node) getACLXattr(ctx context.Context, name string, dest []byte) (uint32, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	c, err := n.fs.acls(ctx, n.obj)
 	if err != nil {
@@ -149,7 +149,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	if !n.fs.usesACLs() {
 		return 0, 0
 	}
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	c, err := n.fs.acls(ctx, n.obj)
 	if err != nil {
@@ -190,7 +190,7 @@ func (n *node) setACL(ctx context.Context, name string, a acl.ACL) syscall.Errno
 		}
 		return syscall.EACCES
 	}
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	cur, err := f.acls(ctx, n.obj)
 	if err != nil {

@@ -130,7 +130,7 @@ func (r *readResult) Done() {
 // write-back of the data that extended the file).
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.inUse()
-	ctx, release := killable(ctx)
+	ctx, release := h.fs.kills.killable(ctx)
 	defer release()
 	f := h.fs
 	var pendingEnd int64
@@ -217,7 +217,7 @@ func (f *FS) readDone(obj *object, res *nfs3.ReadResult, since uint64) {
 // Write implements gofs.FileWriter.
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.inUse()
-	ctx, release := killable(ctx)
+	ctx, release := h.fs.kills.killable(ctx)
 	defer release()
 	f := h.fs
 	if f.opts.ReadOnly {
@@ -273,7 +273,7 @@ func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
 	if !h.writer || wb == nil {
 		return 0
 	}
-	ctx, release := killable(ctx)
+	ctx, release := h.fs.kills.killable(ctx)
 	defer release()
 	return errno(wb.close(ctx))
 }
@@ -282,7 +282,7 @@ func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
 // to the file, and reports a failure of write-behind this descriptor has
 // not seen (writeback.sync).
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := h.fs.kills.killable(ctx)
 	defer release()
 	if wb := h.obj.writeback(); wb != nil {
 		return errno(wb.sync(ctx, &h.errsSeen))

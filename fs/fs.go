@@ -99,7 +99,8 @@ type FS struct {
 	// attrGen counts attribute updates, to order them: see
 	// setAttrSince.
 	attrGen atomic.Uint64
-	events  ioEvents // the FUSE requests, for WriteStats
+	events  ioEvents  // the FUSE requests, for WriteStats
+	kills   killWatch // the requests in flight, whose callers may be killed
 
 	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
 

@@ -85,7 +85,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: nfs3.ProcNames,
 	})
 	t.Cleanup(func() { rpc.Close() })
-	client := nfs3.NewClient(rpc)
+	client := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	var rootAttr nfs3.Fattr
 	if err := client.Getattr(ctx, nil, &root, &rootAttr); err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		aclClient = nfs3.NewACLClient(rpc.Sibling(sunrpc.Config{
 			Prog: acl.Program, Vers: acl.Version, Auth: auth,
 			Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: acl.ProcNames,
-		}))
+		}), nfs3.ClientConfig{})
 	}
 	f := New(Config{Client: client, ACL: aclClient, Root: root, RootAttr: rootAttr, Options: opts, Logf: t.Logf})
 	raw := gofs.NewNodeFS(f.Root(), f.MountOptions())

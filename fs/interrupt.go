@@ -44,7 +44,7 @@ const orphanWait = time.Second
 // goroutine makes before it ends; the next request starts it again.
 const killWatchIdle = 50
 
-// inFlight is a request that killable watches.
+// inFlight is a request that a killWatch watches.
 type inFlight struct {
 	interrupted <-chan struct{} // nil if the request cannot be interrupted
 	pid         uint32
@@ -53,8 +53,10 @@ type inFlight struct {
 	index       int // in killWatch.reqs; -1 once released
 }
 
-// killWatch holds the requests in flight.
-var killWatch struct {
+// killWatch holds the requests in flight of one mount, and runs the
+// goroutine that looks at them while there are any. The zero value is
+// ready to use.
+type killWatch struct {
 	mu       sync.Mutex
 	reqs     []*inFlight
 	looks    uint64 // looks made so far, the clock of orphanWait
@@ -65,7 +67,7 @@ var killWatch struct {
 // ends when the caller is being killed or is gone; release it when the
 // request is done. Requests of the kernel itself (pid 0) are never
 // abandoned.
-func killable(ctx context.Context) (context.Context, context.CancelFunc) {
+func (w *killWatch) killable(ctx context.Context) (context.Context, context.CancelFunc) {
 	caller, ok := fuse.FromContext(ctx)
 	if !ok || caller.Pid == 0 {
 		return context.WithoutCancel(ctx), func() {}
@@ -73,14 +75,13 @@ func killable(ctx context.Context) (context.Context, context.CancelFunc) {
 	// The parent never ends (WithoutCancel), so WithCancel watches nothing.
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &inFlight{interrupted: ctx.Done(), pid: caller.Pid, cancel: cancel}
-	w := &killWatch
 	w.mu.Lock()
 	r.born = w.looks
 	r.index = len(w.reqs)
 	w.reqs = append(w.reqs, r)
 	if !w.watching {
 		w.watching = true
-		go watchKills()
+		go w.watch()
 	}
 	w.mu.Unlock()
 	return rctx, func() {
@@ -98,11 +99,10 @@ func killable(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
-// watchKills ends the calls of requests whose callers are being killed or
-// are gone: those interrupted, and those older than orphanWait. It returns
+// watch ends the calls of requests whose callers are being killed or are
+// gone: those interrupted, and those older than orphanWait. It returns
 // when no request has been in flight for killWatchIdle looks.
-func watchKills() {
-	w := &killWatch
+func (w *killWatch) watch() {
 	const orphanLooks = uint64(orphanWait / killPoll)
 	type suspect struct {
 		pid    uint32

@@ -33,7 +33,8 @@ func request(pid int) (context.Context, chan struct{}) {
 func TestKillableEndsOnlyForAKilledCaller(t *testing.T) {
 	caller := sleeper(t)
 	fctx, interrupt := request(caller.Process.Pid)
-	ctx, release := killable(fctx)
+	var w killWatch
+	ctx, release := w.killable(fctx)
 	defer release()
 	close(interrupt)
 	time.Sleep(orphanWait + 2*killPoll)
@@ -55,9 +56,10 @@ func TestKillableEndsOnlyForAKilledCaller(t *testing.T) {
 func TestKillableReleaseTwice(t *testing.T) {
 	c := sleeper(t)
 	fctx, interrupt := request(c.Process.Pid)
-	watched, releaseWatched := killable(fctx)
+	var w killWatch
+	watched, releaseWatched := w.killable(fctx)
 	defer releaseWatched()
-	other, release := killable(&fuse.Context{Caller: fuse.Caller{Pid: 1}, Cancel: make(chan struct{})})
+	other, release := w.killable(&fuse.Context{Caller: fuse.Caller{Pid: 1}, Cancel: make(chan struct{})})
 	release()
 	release()
 	if other.Err() == nil {
@@ -77,7 +79,8 @@ func TestKillableReleaseTwice(t *testing.T) {
 // never abandoned.
 func TestKillableKernelRequestsStay(t *testing.T) {
 	fctx, interrupt := request(0)
-	ctx, release := killable(fctx)
+	var w killWatch
+	ctx, release := w.killable(fctx)
 	defer release()
 	close(interrupt)
 	time.Sleep(orphanWait + 2*killPoll)

@@ -69,7 +69,7 @@ func (n *node) child(ctx context.Context, fh nfs3.FH, attr *nfs3.Fattr) *gofs.In
 // yet sent goes to the server first, as the kernel client flushes it before
 // a stat: the server sets the file's mtime and ctime when the data arrives.
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if wb := n.obj.writeback(); wb != nil {
 		if err := wb.waitSent(ctx, 0, math.MaxInt64); err != nil {
@@ -90,7 +90,7 @@ func errno(err error) syscall.Errno { return nfs3.Errno(err) }
 
 // Setattr implements gofs.NodeSetattrer: chmod, chown, truncate, utimes.
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	f := n.fs
 	if f.opts.ReadOnly {
@@ -181,7 +181,7 @@ func clampTime(sec int64, nsec uint32) nfs3.Time {
 // server and, for close-to-open consistency, fetches fresh attributes: if
 // the file changed since the kernel cached its data, the cache is dropped.
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	f := n.fs
 	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
@@ -205,7 +205,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 
 // Readlink implements gofs.NodeReadlinker.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	target, err := n.fs.nfs.Readlink(ctx, n.fs.cred(ctx), &n.obj.fh)
 	if err != nil {
@@ -217,7 +217,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // Access implements gofs.NodeAccesser (access(2) and the checks the
 // kernel asks for).
 func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if mask&mayWrite != 0 && n.fs.opts.ReadOnly {
 		return syscall.EROFS
@@ -235,7 +235,7 @@ func checkName(name string) syscall.Errno {
 
 // Lookup implements gofs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := checkName(name); en != 0 {
 		return nil, en
@@ -302,7 +302,7 @@ func (n *node) mayChange(name string) syscall.Errno {
 // does not support it gets GUARDED. Without O_EXCL the create is
 // UNCHECKED, as open(2) of an existing file with O_CREAT succeeds.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
 	if en := n.mayChange(name); en != 0 {
@@ -370,7 +370,7 @@ func (n *node) opened(ctx context.Context, ino *gofs.Inode, flags uint32, out *f
 
 // Mkdir implements gofs.NodeMkdirer.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
 	if en := n.mayChange(name); en != 0 {
@@ -387,7 +387,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Mknod implements gofs.NodeMknoder: FIFOs, sockets and devices; a
 // regular file is a GUARDED CREATE.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
 	if en := n.mayChange(name); en != 0 {
@@ -423,7 +423,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 
 // Symlink implements gofs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
@@ -440,7 +440,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Link implements gofs.NodeLinker.
 func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
@@ -468,7 +468,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 // program that unlinks a file it has open can go on using it, as with the
 // kernel client.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return en
@@ -488,7 +488,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 // Rmdir implements gofs.NodeRmdirer.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := n.mayChange(name); en != 0 {
 		return en
@@ -512,7 +512,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // client refuses them. A replaced file that is still open is hidden first,
 // as Unlink does.
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := n.mayChange(newName); en != 0 {
 		return en
@@ -558,7 +558,7 @@ func (n *node) childObject(name string) *object {
 
 // Statfs implements gofs.NodeStatfser with FSSTAT.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	f := n.fs
 	st, err := f.nfs.Fsstat(ctx, f.cred(ctx), &n.obj.fh)
@@ -579,7 +579,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 // OpendirHandle implements gofs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	if en := n.fs.checkAccess(ctx, n.obj, mayRead); en != 0 {
 		return nil, 0, en
@@ -589,16 +589,18 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 
 // Getxattr implements gofs.NodeGetxattrer. NFSv3 has no extended
 // attributes but the POSIX ACLs of NFSACL (acl.go); the root directory
-// has one more, the mount's statistics.
+// has two more, the mount's statistics (StatsXattr, LatencyXattr).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if isACLXattr(attr) && n.fs.usesACLs() {
 		return n.getACLXattr(ctx, attr, dest)
 	}
-	if n.obj != n.fs.root.obj || attr != StatsXattr {
+	if n.obj != n.fs.root.obj {
 		return 0, syscall.EOPNOTSUPP
 	}
 	var b bytes.Buffer
-	if err := n.fs.WriteStats(&b, n.fs.cfg.Mountpoint); err != nil {
+	if ok, err := n.fs.writeRootXattr(&b, attr); !ok {
+		return 0, syscall.EOPNOTSUPP
+	} else if err != nil {
 		return 0, syscall.EIO
 	}
 	if len(dest) == 0 {

@@ -56,7 +56,7 @@ var (
 
 // Readdirent implements gofs.FileReaddirenter.
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := h.n.fs.kills.killable(ctx)
 	defer release()
 	switch h.pos {
 	case 0, 1:
@@ -157,7 +157,7 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 // Lookup implements gofs.FileLookuper: the attributes and handle of an
 // entry READDIRPLUS returned make its Inode without a LOOKUP.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx, release := killable(ctx)
+	ctx, release := h.n.fs.kills.killable(ctx)
 	defer release()
 	if e := h.last; e != nil && e.name == name && e.hasAttr && e.hasFH {
 		return h.n.found(ctx, e.fh, &e.attr, true, out)

@@ -2,34 +2,16 @@ package fs
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/test/seed"
 )
-
-// testSeed is the seed of a randomized test: RDMAFS_FS_SEED replays one.
-func testSeed(t *testing.T) uint64 {
-	if s := os.Getenv("RDMAFS_FS_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return seed
-	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (replay: RDMAFS_FS_SEED=%d go test ./fs -run %s)", seed, seed, t.Name())
-	return seed
-}
 
 // TestWriteBehindExtents writes a file at random places in random sizes,
 // with small extents (wsize 64 KiB) so that many are queued, in flight and
@@ -39,7 +21,7 @@ func testSeed(t *testing.T) uint64 {
 func TestWriteBehindExtents(t *testing.T) {
 	h := newHarness(t, harnessConfig{opts: Options{WSize: 64 << 10, RSize: 64 << 10,
 		ACRegMin: 3 * time.Second, ACRegMax: 60 * time.Second, ACDirMin: 30 * time.Second, ACDirMax: 60 * time.Second}})
-	rng := rand.New(rand.NewPCG(testSeed(t), 1))
+	rng := rand.New(rand.NewPCG(seed.New(t, "RDMAFS_FS_SEED"), 1))
 	node, fh := h.mustCreate(rootNode, "f", 0o644)
 	var model []byte
 	for i := range 400 {
@@ -160,127 +142,4 @@ func TestReadRacingWriteBack(t *testing.T) {
 			len(got), en, bytes.Equal(got, want))
 	}
 	h.close(node, fh)
-}
-
-// TestAttrCacheTimeouts: attributes stay fresh for acregmin at first, twice
-// as long each time they come back unchanged up to acregmax, and acregmin
-// again after a change, as in the kernel client.
-func TestAttrCacheTimeouts(t *testing.T) {
-	h := newHarness(t, harnessConfig{})
-	node, fh := h.mustCreate(rootNode, "f", 0o644)
-	h.close(node, fh)
-	obj := h.fs.objectOf(t, "f")
-	a := obj.cachedAttr()
-	var got []time.Duration
-	for range 6 {
-		h.fs.setAttr(obj, &a)
-		got = append(got, obj.attrTimeo)
-	}
-	a.Mtime.Sec++
-	h.fs.setAttr(obj, &a)
-	got = append(got, obj.attrTimeo)
-	want := fmt.Sprint([]time.Duration{6 * time.Second, 12 * time.Second, 24 * time.Second, 48 * time.Second, 60 * time.Second, 60 * time.Second, 3 * time.Second})
-	if fmt.Sprint(got) != want {
-		t.Errorf("timeouts %v, want %v", got, want)
-	}
-}
-
-// TestReaddirSeek lists a directory in small pages, seeks back into the
-// middle and reads on: the listing from there is the same.
-func TestReaddirSeek(t *testing.T) {
-	h := newHarness(t, harnessConfig{opts: Options{RSize: 4096,
-		ACRegMin: time.Second, ACRegMax: time.Second, ACDirMin: time.Second, ACDirMax: time.Second}})
-	for i := range 300 {
-		h.writeServerFile(fmt.Sprintf("entry-%03d", i), nil, 0o644)
-	}
-	ctx := h.ctx()
-	fh, _, en := h.fs.root.OpendirHandle(ctx, 0)
-	if en != 0 {
-		t.Fatal(en)
-	}
-	d := fh.(*dirHandle)
-	var first []string
-	offs := map[string]uint64{}
-	for {
-		e, en := d.Readdirent(ctx)
-		if en != 0 {
-			t.Fatal(en)
-		}
-		if e == nil {
-			break
-		}
-		first = append(first, e.Name)
-		offs[e.Name] = e.Off
-	}
-	if len(first) != 302 {
-		t.Fatalf("%d names, want 300 and . and ..", len(first))
-	}
-	from := first[150]
-	if en := d.Seekdir(ctx, offs[from]); en != 0 {
-		t.Fatal(en)
-	}
-	var again []string
-	for {
-		e, en := d.Readdirent(ctx)
-		if en != 0 {
-			t.Fatal(en)
-		}
-		if e == nil {
-			break
-		}
-		again = append(again, e.Name)
-	}
-	if fmt.Sprint(again) != fmt.Sprint(first[151:]) {
-		t.Errorf("after seekdir to the offset of %s: %d names, want the %d after it", from, len(again), len(first[151:]))
-	}
-}
-
-// TestSillyRename: a file unlinked while open is renamed to a hidden name
-// and stays readable through its handle; its last close removes it.
-func TestSillyRename(t *testing.T) {
-	h := newHarness(t, harnessConfig{})
-	node, fh := h.mustCreate(rootNode, "f", 0o644)
-	if en := h.write(node, fh, 0, []byte("still here")); en != 0 {
-		t.Fatal(en)
-	}
-	if en := h.flush(node, fh); en != 0 {
-		t.Fatal(en)
-	}
-	// Written to after the flush: not on its way to being released.
-	if en := h.write(node, fh, 10, []byte("!")); en != 0 {
-		t.Fatal(en)
-	}
-	if en := h.unlink(rootNode, "f"); en != 0 {
-		t.Fatal(en)
-	}
-	names, _ := os.ReadDir(h.dir)
-	if len(names) != 1 || names[0].Name()[:4] != ".nfs" {
-		t.Fatalf("the server's directory after unlinking an open file: %v", names)
-	}
-	if got, en := h.read(node, fh, 0, 100); en != 0 || string(got) != "still here!" {
-		t.Errorf("read through the handle after unlink: %q (%v)", got, en)
-	}
-	h.close(node, fh)
-	if names, _ := os.ReadDir(h.dir); len(names) != 0 {
-		t.Errorf("the server's directory after the last close: %v", names)
-	}
-	if _, _, en := h.lookup(rootNode, "f"); en != syscall.ENOENT {
-		t.Errorf("lookup of the unlinked name: %v", en)
-	}
-}
-
-// TestFsyncOfDirectory: fsync(2) of a directory succeeds, as on the kernel
-// client, whose directory changes are all on the server already.
-func TestFsyncOfDirectory(t *testing.T) {
-	h := newHarness(t, harnessConfig{})
-	in := fuse.OpenIn{InHeader: h.header(rootNode)}
-	var out fuse.OpenOut
-	if st := h.raw.OpenDir(nil, &in, &out); !st.Ok() {
-		t.Fatal(st)
-	}
-	fin := fuse.FsyncIn{InHeader: h.header(rootNode), Fh: out.Fh}
-	if st := h.raw.FsyncDir(nil, &fin); !st.Ok() {
-		t.Errorf("fsync of a directory: %v", st)
-	}
-	h.raw.ReleaseDir(&fuse.ReleaseIn{InHeader: h.header(rootNode), Fh: out.Fh})
 }

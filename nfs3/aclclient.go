@@ -15,11 +15,18 @@ import (
 // may this one: give NewACLClient the NFS RPC client's Sibling for
 // acl.Program and acl.Version. It is safe for concurrent use.
 type ACLClient struct {
-	rpc *sunrpc.Client
+	rpc          *sunrpc.Client
+	jukeboxDelay time.Duration
 }
 
 // NewACLClient returns an ACLClient that calls through rpc.
-func NewACLClient(rpc *sunrpc.Client) *ACLClient { return &ACLClient{rpc: rpc} }
+func NewACLClient(rpc *sunrpc.Client, cfg ClientConfig) *ACLClient {
+	c := &ACLClient{rpc: rpc, jukeboxDelay: cfg.JukeboxDelay}
+	if c.jukeboxDelay <= 0 {
+		c.jukeboxDelay = DefaultJukeboxDelay
+	}
+	return c
+}
 
 // RPC returns the underlying RPC client.
 func (c *ACLClient) RPC() *sunrpc.Client { return c.rpc }
@@ -107,7 +114,7 @@ func (c *ACLClient) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder
 		if st != ErrJukebox {
 			return d, st
 		}
-		timer := time.NewTimer(JukeboxDelay)
+		timer := time.NewTimer(c.jukeboxDelay)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():

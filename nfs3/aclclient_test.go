@@ -12,10 +12,14 @@ import (
 )
 
 func newCannedACLClient(body []byte) *ACLClient {
+	return newCannedACLClientWith(ClientConfig{}, body)
+}
+
+func newCannedACLClientWith(cfg ClientConfig, body []byte) *ACLClient {
 	t := &cannedTransport{body: body}
 	rpc := sunrpc.NewClient(t, sunrpc.Config{Prog: acl.Program, Vers: acl.Version, ProcNames: acl.ProcNames,
 		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "test"}})
-	return NewACLClient(rpc)
+	return NewACLClient(rpc, cfg)
 }
 
 // getACLReply is a GETACL result as knfsd sends it.
@@ -55,10 +59,8 @@ func TestGetACL(t *testing.T) {
 func FuzzACLReplies(f *testing.F) {
 	f.Add(true, getACLReply(acl.FromMode(0o644), nil))
 	f.Add(false, []byte{0, 0, 0, 1, 0, 0, 0, 0})
-	defer func(d time.Duration) { JukeboxDelay = d }(JukeboxDelay)
-	JukeboxDelay = time.Millisecond
 	f.Fuzz(func(t *testing.T, get bool, body []byte) {
-		c := newCannedACLClient(body)
+		c := newCannedACLClientWith(ClientConfig{JukeboxDelay: time.Millisecond}, body)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		var attr Fattr

@@ -9,19 +9,36 @@ import (
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
-// JukeboxDelay is how long the client waits before it asks again after
-// NFS3ERR_JUKEBOX, as the Linux client does.
-var JukeboxDelay = 5 * time.Second
+// DefaultJukeboxDelay is how long a client waits before it asks again
+// after NFS3ERR_JUKEBOX unless its ClientConfig says otherwise: the Linux
+// client's NFS_JUKEBOX_RETRY_TIME, which no mount option changes.
+const DefaultJukeboxDelay = 5 * time.Second
+
+// ClientConfig is what a Client may be told beyond its RPC client. The
+// zero value is the Linux client's behaviour.
+type ClientConfig struct {
+	// JukeboxDelay is how long a call waits before it is sent again
+	// after the server answered NFS3ERR_JUKEBOX ("busy, ask later");
+	// 0 means DefaultJukeboxDelay.
+	JukeboxDelay time.Duration
+}
 
 // Client calls the NFSv3 procedures of one server. It is safe for
 // concurrent use.
 type Client struct {
-	rpc *sunrpc.Client
+	rpc          *sunrpc.Client
+	jukeboxDelay time.Duration
 }
 
 // NewClient returns a Client that calls through rpc, which must be set up
 // for Program and Version.
-func NewClient(rpc *sunrpc.Client) *Client { return &Client{rpc: rpc} }
+func NewClient(rpc *sunrpc.Client, cfg ClientConfig) *Client {
+	c := &Client{rpc: rpc, jukeboxDelay: cfg.JukeboxDelay}
+	if c.jukeboxDelay <= 0 {
+		c.jukeboxDelay = DefaultJukeboxDelay
+	}
+	return c
+}
 
 // RPC returns the underlying RPC client.
 func (c *Client) RPC() *sunrpc.Client { return c.rpc }
@@ -52,7 +69,7 @@ func (c *Client) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder) (
 		if st != ErrJukebox {
 			return d, st
 		}
-		timer := time.NewTimer(JukeboxDelay)
+		timer := time.NewTimer(c.jukeboxDelay)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():

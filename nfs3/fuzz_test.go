@@ -16,14 +16,12 @@ func FuzzReplies(f *testing.F) {
 	f.Add(uint8(ProcGetattr), []byte{0, 0, 0, 0, 0, 0, 0, 1}, false)
 	f.Add(uint8(ProcReaddirplus), []byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1}, false)
 	f.Add(uint8(ProcLookup), []byte{0, 0, 0, 0, 0, 0, 0, 2, 1, 2, 0, 0}, false)
-	defer func(d time.Duration) { JukeboxDelay = d }(JukeboxDelay)
-	JukeboxDelay = time.Millisecond
 	f.Fuzz(func(t *testing.T, proc uint8, body []byte, placed bool) {
 		var payload []byte
 		if placed {
 			payload = body
 		}
-		c, _ := newCannedClient(body, payload)
+		c, _ := newCannedClientWith(ClientConfig{JukeboxDelay: time.Millisecond}, body, payload)
 		// A server that answers NFS3ERR_JUKEBOX forever keeps a call
 		// waiting until its context ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

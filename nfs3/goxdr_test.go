@@ -215,7 +215,7 @@ func FuzzCallsDecodeWithGoXDR(f *testing.F) {
 		s := &fuzzSource{b: src}
 		tr := &argsTransport{}
 		c := NewClient(sunrpc.NewClient(tr, sunrpc.Config{Prog: Program, Vers: Version, ProcNames: ProcNames,
-			Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "fuzz"}}))
+			Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "fuzz"}}), ClientConfig{})
 		ctx := context.Background()
 		proc := callProcs[int(which)%len(callProcs)]
 		name := ProcNames[proc]

@@ -42,10 +42,15 @@ func (t *cannedTransport) XprtStats() string { return "canned" }
 func (t *cannedTransport) Close() error      { return nil }
 
 func newCannedClient(body, payload []byte) (*Client, *cannedTransport) {
+	return newCannedClientWith(ClientConfig{}, body, payload)
+}
+
+// newCannedClientWith is newCannedClient with a client configuration.
+func newCannedClientWith(cfg ClientConfig, body, payload []byte) (*Client, *cannedTransport) {
 	t := &cannedTransport{body: body, payload: payload}
 	rpc := sunrpc.NewClient(t, sunrpc.Config{Prog: Program, Vers: Version, ProcNames: ProcNames,
 		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "test"}})
-	return NewClient(rpc), t
+	return NewClient(rpc, cfg), t
 }
 
 func fattrBytes(e *xdr.Encoder, typ FileType, fileid, size uint64) {
@@ -352,15 +357,19 @@ func (t *jukeboxTransport) RoundTrip(ctx context.Context, call *sunrpc.Call) err
 }
 
 func TestJukeboxIsAskedAgainAsANewCall(t *testing.T) {
-	defer func(d time.Duration) { JukeboxDelay = d }(JukeboxDelay)
-	JukeboxDelay = 10 * time.Millisecond
+	const delay = 50 * time.Millisecond
 	tr := &jukeboxTransport{}
-	c := NewClient(sunrpc.NewClient(tr, sunrpc.Config{Prog: Program, Vers: Version}))
+	c := NewClient(sunrpc.NewClient(tr, sunrpc.Config{Prog: Program, Vers: Version}), ClientConfig{JukeboxDelay: delay})
 	var a Fattr
+	start := time.Now()
 	if err := c.Getattr(context.Background(), nil, &testFH, &a); err != nil {
 		t.Fatal(err)
 	}
+	took := time.Since(start)
 	if len(tr.xids) != 2 || tr.xids[0] == tr.xids[1] || a.Type != TypeDir {
 		t.Fatalf("xids %v attrs %+v", tr.xids, a)
+	}
+	if took < delay || took > DefaultJukeboxDelay {
+		t.Errorf("GETATTR answered NFS3ERR_JUKEBOX once took %v; want the configured %v wait", took, delay)
 	}
 }

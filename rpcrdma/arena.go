@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -76,7 +77,8 @@ const (
 type Hooks interface {
 	// Activate registers slab i of a (Slab says where it lies) before
 	// any of its blocks is handed out. An error leaves the slab
-	// inactive, and the arena no larger than it is.
+	// inactive, and the arena no larger than it is (unless it wraps
+	// ErrNotNow).
 	Activate(a *Arena, i int) error
 	// Deactivate undoes the registrations of slab i once all its
 	// blocks are back. It reports whether every one was undone; if not,
@@ -252,11 +254,14 @@ func (b *Block) Bytes() []byte {
 
 // Release gives the block back to its arena. Releasing a block twice is
 // a bug that would hand one buffer to two calls (data of one in the
-// other): it panics rather than corrupt data.
+// other): it panics rather than corrupt data. Built with the rdmafs_scrub
+// tag, it overwrites the block (xdr.Scrub), so a view of a message
+// received in it, kept past its release, reads garbage.
 func (b *Block) Release() {
 	if !b.out.CompareAndSwap(true, false) {
 		panic(fmt.Sprintf("rpcrdma: block %d of a %d-byte arena released twice", b.idx, b.a.blockSize))
 	}
+	xdr.Scrub(b.Bytes())
 	a := b.a
 	a.out.Add(-1)
 	if a.slabs[b.Slab()].state.Load() == slabDraining && a.park(b) {
@@ -352,6 +357,11 @@ func (a *Arena) Grow() bool {
 
 var errFull = errors.New("rpcrdma: arena at its largest")
 
+// ErrNotNow, wrapped by the error of a Hooks.Activate, means the slab may
+// not be activated now (its owner's memory budget is spent) but may be
+// later: unlike another error, it leaves the arena free to grow.
+var ErrNotNow = errors.New("rpcrdma: no room for another slab now")
+
 func (a *Arena) growLocked() error {
 	for i := range a.slabs {
 		if s := &a.slabs[i]; s.state.Load() == slabDraining {
@@ -375,7 +385,9 @@ func (a *Arena) growLocked() error {
 		a.slabs[i].gen.Add(1)
 		if a.hooks != nil {
 			if err := a.hooks.Activate(a, i); err != nil {
-				a.setMaxSlabs(a.active)
+				if !errors.Is(err, ErrNotNow) {
+					a.setMaxSlabs(a.active)
+				}
 				return err
 			}
 		}

@@ -3,6 +3,8 @@ package sunrpc
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // Buffer is a pooled byte slice, for received messages and for payloads.
@@ -55,8 +57,11 @@ func GetBuffer(n int) *Buffer {
 	return &Buffer{B: make([]byte, n, 1<<(class+minBufferShift)), class: class}
 }
 
-// Release gives the buffer back to its pool.
+// Release gives the buffer back to its pool. Built with the rdmafs_scrub
+// tag, it overwrites the buffer first (xdr.Scrub), so a view of it kept
+// past its release reads garbage.
 func (b *Buffer) Release() {
+	xdr.Scrub(b.B)
 	if b.pool != nil {
 		b.pool.PutBuffer(b)
 		return

@@ -31,7 +31,8 @@
 //	multi.go      nconnect: calls spread over several transports
 //
 // buffer.go has the pooled buffers replies and payloads live in;
-// stats.go counts each procedure's calls, xprtstats.go the counters of
+// stats.go counts each procedure's calls, latency.go keeps their round
+// trip and execute times as histograms, xprtstats.go the counters of
 // every transport's "xprt:" line.
 //
 // # Server
@@ -53,9 +54,12 @@
 //	              reply and refusal encoders
 //	svcsession.go Session: one connection's calls, its workers, replies
 //	svctcp.go     the TCP serving loop: accept, records in and out, the
-//	              idle timeout, MaxConns
-//	svcbudget.go  the receive budget: the bytes of large call records
-//	              held from all TCP connections together
+//	              idle and record body timeouts, the record size a
+//	              client may send (small unless admitted), MaxConns
+//	svcbudget.go  the memory budget: the bytes of large call records held
+//	              from all TCP connections together and the buffers
+//	              other transports reserve, shared fairly among hosts;
+//	              HeapBound
 //
 // record.go has the record marking of TCP (RFC 5531 section 11), the
 // client's and the server's; msg.go and auth.go the numbers of RPC

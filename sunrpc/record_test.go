@@ -26,22 +26,22 @@ func FuzzRecordReader(f *testing.F) {
 	f.Add(mark(1<<31-1, false, []byte("x")))
 	f.Add(bytes.Repeat([]byte{0, 0, 0, 0}, 10))
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		var b byteBudget
-		b.init(recordBudget)
+		var b hostBudget
+		b.init(recordBudget, limit)
 		rv := recordReservation{budget: &b}
 		rr := RecordReader{R: bytes.NewReader(stream), MaxRecord: limit, MaxFragments: maxFragments, Reserve: rv.reserve}
 		for range 8 {
 			rec, err := rr.Read(nil)
 			held := rv.take()
 			if err != nil {
-				b.release(held)
+				b.release(rv.host, held)
 				return
 			}
 			if len(rec) > limit || held > max(0, len(rec)-freeRecordBytes) {
 				t.Fatalf("record of %d bytes holding %d", len(rec), held)
 			}
-			b.release(held)
-			if b.free != recordBudget {
+			b.release(rv.host, held)
+			if b.free != recordBudget || len(b.hosts) != 0 {
 				t.Fatalf("budget %d after release", b.free)
 			}
 		}

@@ -18,7 +18,7 @@ import (
 // backoff asks every ProbeEvery whether the server answers, and dials at
 // once when it answers after it had been seen not to (a restart): a
 // server that answers all along but whose connections fail still gets
-// the whole backoff.
+// the whole backoff, probed once a wait rather than every ProbeEvery.
 type Redialer[C comparable] struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Dial makes a connection; ctx carries the caller's deadline. Its
@@ -139,13 +139,20 @@ func (r *Redialer[C]) waitBackoff(ctx context.Context, wait time.Duration) (bool
 			up := r.Probe(pctx)
 			cancel()
 			r.mu.Lock()
-			back := up && r.peerGone
+			gone := r.peerGone
 			if !up {
 				r.peerGone = true
 			}
 			r.mu.Unlock()
-			if back {
+			if up && gone {
 				return false, nil
+			}
+			if up {
+				// It answers and was not seen away: only a restart
+				// would end the backoff, and none can be seen
+				// without seeing it away first. Probing on would
+				// connect to it every tick for nothing.
+				tick = nil
 			}
 		}
 	}

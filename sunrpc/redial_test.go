@@ -12,8 +12,8 @@ import (
 // fakeServer stands for a server the Redialer dials: up or not, and
 // whether it answers a probe.
 type fakeServer struct {
-	up, answers atomic.Bool
-	dials       atomic.Int32
+	up, answers   atomic.Bool
+	dials, probes atomic.Int32
 }
 
 func (s *fakeServer) redialer() *Redialer[int] {
@@ -25,9 +25,12 @@ func (s *fakeServer) redialer() *Redialer[int] {
 			}
 			return n, nil
 		},
-		Alive:      func(int) bool { return true },
-		Hangup:     func(int) {},
-		Probe:      func(context.Context) bool { return s.answers.Load() },
+		Alive:  func(int) bool { return true },
+		Hangup: func(int) {},
+		Probe: func(context.Context) bool {
+			s.probes.Add(1)
+			return s.answers.Load()
+		},
 		ProbeEvery: 20 * time.Millisecond,
 	}
 }
@@ -65,7 +68,8 @@ func TestRedialerProbeEndsBackoff(t *testing.T) {
 
 // TestRedialerBackoffWhenServerAnswers: a server that answers probes but
 // whose connections fail gets the whole backoff: probing does not turn
-// the backoff into a dial loop.
+// the backoff into a dial loop, nor a loop of probes (which, over TCP,
+// are connections too).
 func TestRedialerBackoffWhenServerAnswers(t *testing.T) {
 	var s fakeServer
 	s.answers.Store(true)
@@ -79,5 +83,9 @@ func TestRedialerBackoffWhenServerAnswers(t *testing.T) {
 	}
 	if n := s.dials.Load(); n != 1 {
 		t.Errorf("%d dials within one backoff, want 1", n)
+	}
+	// One after the failed dial, one in the second caller's wait.
+	if n := s.probes.Load(); n > 2 {
+		t.Errorf("%d probes of a server that answers, in a wait of 1 s, want at most 2", n)
 	}
 }

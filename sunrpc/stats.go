@@ -23,6 +23,10 @@ type OpStats struct {
 	// paths) of calls that got a reply, each call once however often it
 	// was sent: the kernel's serverwritebytes for WRITE.
 	Payload atomic.Uint64
+	// RTTHist and ExecuteHist are the distributions whose totals RTT and
+	// Execute are: RTTHist counts the calls RTT adds up, ExecuteHist
+	// every call.
+	RTTHist, ExecuteHist Latency
 }
 
 func (c *Client) opStats(proc uint32) *OpStats {
@@ -39,10 +43,12 @@ func (s *OpStats) record(call *Call, start time.Time, err error) {
 	s.BytesSent.Add(uint64((len(call.Head) + len(call.Payload) + len(call.Tail)) * (call.Retransmits + 1)))
 	s.BytesRecv.Add(uint64(len(call.Reply.Msg) + len(call.Reply.Payload)))
 	s.Execute.Add(int64(now.Sub(start)))
+	s.ExecuteHist.Observe(now.Sub(start))
 	if !call.SentAt.IsZero() {
 		s.Queue.Add(int64(call.SentAt.Sub(start)))
 		if err == nil {
 			s.RTT.Add(int64(now.Sub(call.SentAt)))
+			s.RTTHist.Observe(now.Sub(call.SentAt))
 		}
 	}
 	if err != nil {

@@ -22,9 +22,10 @@ type ServerConfig struct {
 	// that would make a record longer ends the connection before anything
 	// of it is read. Default 1 MiB.
 	MaxRecord int
-	// MaxConns bounds the TCP connections served at once; when a new one
-	// comes, the least recently active goes, as knfsd does. 0 means no
-	// bound.
+	// MaxConns bounds the connections served at once, TCP connections
+	// and the sessions of other transports (NewSession) together; when a
+	// new one comes, the least recently active goes, as knfsd does. 0
+	// means no bound.
 	MaxConns int
 	// IdleTimeout closes a TCP connection that sent nothing and has no
 	// call in service for that long; <= 0 means never.
@@ -34,7 +35,14 @@ type ServerConfig struct {
 	// of one that may not, each in its own way. Without it every client
 	// may.
 	Admit func(p *Peer) bool
-	Logf  func(format string, args ...any) // nil = silent
+	// LargeCalls, if set, decides for each admitted TCP connection
+	// whether its client may send records larger than a few KiB: not
+	// one whose large calls the programs would only refuse (one calling
+	// from an unreserved port where that is refused). A client that may
+	// not, or is not admitted, has a record longer than that end its
+	// connection at its header. Without it every admitted client may.
+	LargeCalls func(p *Peer) bool
+	Logf       func(format string, args ...any) // nil = silent
 }
 
 // Server is the server side of ONC RPC (the kernel's svc): it serves the
@@ -43,7 +51,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg       ServerConfig
 	programs  map[uint32]map[uint32][]Proc // by program, then version
-	receiving byteBudget                   // call records being received or served over TCP
+	receiving hostBudget                   // the memory budget: call records being received or served over TCP, other transports' buffers
 
 	mu        sync.Mutex
 	closed    bool
@@ -51,8 +59,11 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]*connState
 	sessions  map[*Session]struct{}
-	serving   sync.WaitGroup // Serve calls and their connection goroutines
-	closeOnce sync.Once
+	// transportSessions are the sessions of other transports
+	// (NewSession): they count as connections under MaxConns.
+	transportSessions map[*Session]struct{}
+	serving           sync.WaitGroup // Serve calls and their connection goroutines
+	closeOnce         sync.Once
 }
 
 // Proc is one procedure of a registered program version. A call goes to
@@ -88,8 +99,11 @@ type Request struct {
 	// gives back the buffer the reply was built in.
 	AfterReply func()
 
-	buf  *[]byte // the pooled buffer of the call message
-	held int     // bytes of the server's record budget the call holds
+	buf *[]byte // the pooled buffer of the call message, or nil
+	// release gives back the transport's buffer the call message lies
+	// in, if it lies in one (Session.CallInPlace).
+	release func()
+	held    int // bytes of the server's record budget the call holds
 }
 
 var _ fmt.Stringer = (*Request)(nil)
@@ -133,7 +147,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.MaxRecord = 1 << 20
 	}
 	s := &Server{cfg: cfg, programs: make(map[uint32]map[uint32][]Proc), quit: make(chan struct{})}
-	s.receiving.init(recordBudget)
+	s.receiving.init(recordBudget, max(cfg.MaxRecord-freeRecordBytes, 0))
 	return s
 }
 
@@ -221,7 +235,47 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-func (s *Server) addSession(ss *Session) bool {
+// makeRoomLocked closes the least recently active connection, TCP
+// connection or another transport's session, when MaxConns are served, as
+// knfsd does: a client that holds connections without using them cannot
+// lock others out. The caller holds mu.
+func (s *Server) makeRoomLocked() {
+	n := len(s.conns) + len(s.transportSessions)
+	if s.cfg.MaxConns <= 0 || n < s.cfg.MaxConns {
+		return
+	}
+	var oldConn net.Conn
+	var oldSession *Session
+	var at int64
+	for oc, st := range s.conns {
+		if t := st.lastActive.Load(); oldConn == nil || t < at {
+			oldConn, at = oc, t
+		}
+	}
+	for ss := range s.transportSessions {
+		if t := ss.lastActive.Load(); oldConn == nil && oldSession == nil || t < at {
+			oldConn, oldSession, at = nil, ss, t
+		}
+	}
+	switch {
+	case oldSession != nil:
+		s.logf("sunrpc: %d connections (max_connections): closing the least recently active, from %v", n, &oldSession.peer)
+		delete(s.transportSessions, oldSession)
+		// Its transport ends the connection (Session.Done); Close
+		// waits for calls in service, so not under mu.
+		go oldSession.Close()
+	case oldConn != nil:
+		s.logf("sunrpc: %d connections (max_connections): closing the least recently active, from %v", n, oldConn.RemoteAddr())
+		s.conns[oldConn].close() // a wait for the budget ends
+		oldConn.Close()          // its goroutine removes it
+		delete(s.conns, oldConn)
+	}
+}
+
+// addSession registers a session; one of another transport (NewSession,
+// not Serve's) counts as a connection, making room for itself under
+// MaxConns.
+func (s *Server) addSession(ss *Session, transport bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -229,6 +283,11 @@ func (s *Server) addSession(ss *Session) bool {
 	}
 	if s.sessions == nil {
 		s.sessions = make(map[*Session]struct{})
+		s.transportSessions = make(map[*Session]struct{})
+	}
+	if transport {
+		s.makeRoomLocked()
+		s.transportSessions[ss] = struct{}{}
 	}
 	s.sessions[ss] = struct{}{}
 	return true
@@ -238,4 +297,5 @@ func (s *Server) removeSession(ss *Session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, ss)
+	delete(s.transportSessions, ss)
 }

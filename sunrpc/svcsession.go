@@ -4,6 +4,9 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/rdmafs/rdmafs/sunrpc/xdr"
 )
 
 // SendFunc takes a reply of a Session: the whole reply message, and where
@@ -31,6 +34,10 @@ type Session struct {
 	// inService counts calls handed to workers and not yet answered: a
 	// connection with calls in service is not idle.
 	inService atomic.Int32
+	// lastActive is when the transport last handed the session a call
+	// (unix nanoseconds): the least recently active goes first when
+	// MaxConns are served.
+	lastActive atomic.Int64
 
 	idle     chan *worker
 	mu       sync.Mutex
@@ -46,7 +53,16 @@ type Session struct {
 // one Session, and never after Close returned; it should fail rather than
 // block forever once the transport is going away (Close waits for a send
 // in progress).
+//
+// The session counts as a connection under ServerConfig.MaxConns: the
+// server may end it (Done) to make room for another.
 func (s *Server) NewSession(send SendFunc, peer Peer) *Session {
+	return s.newSession(send, peer, true)
+}
+
+// newSession starts a session; a transport's (not one of Serve's TCP
+// connections, which count themselves) counts as a connection.
+func (s *Server) newSession(send SendFunc, peer Peer, transport bool) *Session {
 	ss := &Session{
 		srv:  s,
 		send: send,
@@ -54,11 +70,17 @@ func (s *Server) NewSession(send SendFunc, peer Peer) *Session {
 		quit: make(chan struct{}),
 		idle: make(chan *worker, s.cfg.Workers),
 	}
-	if !s.addSession(ss) {
+	ss.lastActive.Store(time.Now().UnixNano())
+	if !s.addSession(ss, transport) {
 		ss.Close()
 	}
 	return ss
 }
+
+// Done is closed when the session is: by its transport, or by the server
+// to make room for another connection (MaxConns), after which the
+// transport should end its connection.
+func (ss *Session) Done() <-chan struct{} { return ss.quit }
 
 // Call serves one RPC call message (without record mark). Its reply goes
 // to send, later, possibly after replies to later calls. Call copies msg
@@ -70,9 +92,21 @@ func (s *Server) NewSession(send SendFunc, peer Peer) *Session {
 // the session is closed (ErrServerClosed). Every other problem is answered
 // with an RPC or a program's error reply.
 func (ss *Session) Call(msg []byte) error {
+	ss.lastActive.Store(time.Now().UnixNano())
 	bp := recordPool.Get().(*[]byte)
 	*bp = append((*bp)[:0], msg...)
 	return ss.callRecord(bp, 0)
+}
+
+// CallInPlace is Call without the copy, for a transport that receives
+// calls into buffers of its own (RPC-over-RDMA): the session serves msg
+// where it lies and calls done once it no longer needs it (the call is
+// answered or dropped), whatever CallInPlace returns.
+func (ss *Session) CallInPlace(msg []byte, done func()) error {
+	ss.lastActive.Store(time.Now().UnixNano())
+	// Scrubbed as pooled records are (putRecord), before the transport
+	// has its buffer back.
+	return ss.serve(msg, nil, func() { xdr.Scrub(msg); done() }, 0)
 }
 
 // recordPool holds call messages between calls: a session serves a call
@@ -83,22 +117,38 @@ var recordPool = sync.Pool{New: func() any {
 	return &b
 }}
 
+// putRecord gives a call record back to recordPool; built with the
+// rdmafs_scrub tag, it overwrites the record first (xdr.Scrub), so a view
+// of the call's arguments kept past the call reads garbage.
+func putRecord(bp *[]byte) {
+	xdr.Scrub(*bp)
+	recordPool.Put(bp)
+}
+
 // callRecord serves the call message in *bp, which it owns from now on,
 // with held bytes of the server's record budget, which it releases once
 // the call is answered.
 func (ss *Session) callRecord(bp *[]byte, held int) error {
+	return ss.serve(*bp, bp, nil, held)
+}
+
+// serve serves the call msg, which lies in the pooled buffer *bp or, if
+// bp is nil, in a transport's buffer that release gives back, with held
+// bytes of the server's record budget; it gives both back once the call
+// is answered.
+func (ss *Session) serve(msg []byte, bp *[]byte, release func(), held int) error {
 	done := true
 	defer func() {
 		if done {
-			recordPool.Put(bp)
-			ss.srv.receiving.release(held)
+			giveBack(bp, release)
+			ss.srv.receiving.release(ss.peer.Remote.Addr(), held)
 		}
 	}()
 	if ss.closed.Load() {
 		return ErrServerClosed
 	}
 	r := &Request{Peer: &ss.peer}
-	refusal, err := parseCall(*bp, r)
+	refusal, err := parseCall(msg, r)
 	switch {
 	case err != nil:
 		return err
@@ -127,7 +177,7 @@ func (ss *Session) callRecord(bp *[]byte, held int) error {
 		return ErrServerClosed
 	}
 	done = false // the worker gives the message back
-	r.buf, r.held = bp, held
+	r.buf, r.release, r.held = bp, release, held
 	ss.inService.Add(1)
 	w.work <- serving{r, proc}
 	return nil
@@ -232,10 +282,20 @@ func (w *worker) run() {
 	}
 }
 
+// giveBack gives back a call's message: a pooled buffer, or a transport's.
+func giveBack(bp *[]byte, release func()) {
+	if bp != nil {
+		putRecord(bp)
+	}
+	if release != nil {
+		release()
+	}
+}
+
 // done gives back what a call held: its message and its reservation.
 func (w *worker) done(r *Request) {
-	recordPool.Put(r.buf)
-	w.ss.srv.receiving.release(r.held)
+	giveBack(r.buf, r.release)
+	w.ss.srv.receiving.release(w.ss.peer.Remote.Addr(), r.held)
 	w.ss.inService.Add(-1)
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -64,10 +65,33 @@ func isEOF(err error) bool {
 
 // connState is what the server tracks of a TCP connection.
 type connState struct {
-	lastActive atomic.Int64 // unix nanoseconds of the last byte received
+	lastActive atomic.Int64  // unix nanoseconds of the last byte received
+	gone       chan struct{} // closed when the server closes the connection
+	closeOnce  sync.Once
 }
 
 func (c *connState) touch() { c.lastActive.Store(time.Now().UnixNano()) }
+
+// close marks the connection closed by the server: a wait of its reader
+// for the budget ends.
+func (c *connState) close() { c.closeOnce.Do(func() { close(c.gone) }) }
+
+const (
+	// smallRecord is the largest record a client may send that no
+	// program would serve beyond a refusal or NULL (ServerConfig.Admit,
+	// ServerConfig.LargeCalls): enough for any refused call's header and
+	// a MOUNT path. A longer record ends the connection at its header,
+	// so such a client never takes anything of the budget.
+	smallRecord = 8 << 10
+	// bodyTimeout bounds the time a record's body may take to arrive,
+	// from its first header (or from the end of a wait for the budget):
+	// a client that announces a record and stops sending holds its
+	// reservation that long at most, not the idle timeout.
+	bodyTimeout = 10 * time.Second
+)
+
+// errBodyTimeout ends a connection whose record body stopped arriving.
+var errBodyTimeout = fmt.Errorf("sunrpc: a record's body did not arrive within %v", bodyTimeout)
 
 // serveConn runs one TCP connection: records in, a Session in the middle,
 // record-marked replies out.
@@ -76,6 +100,12 @@ func (s *Server) serveConn(conn net.Conn, st *connState) {
 	defer s.removeConn(conn)
 	p := peerOf(conn)
 	p.Admitted = s.cfg.Admit == nil || s.cfg.Admit(&p)
+	// Who the client is decides, before anything of a record's body is
+	// read, how large a record it may send.
+	maxRecord := s.cfg.MaxRecord
+	if !p.Admitted || s.cfg.LargeCalls != nil && !s.cfg.LargeCalls(&p) {
+		maxRecord = min(maxRecord, smallRecord)
+	}
 	send := func(reply []byte, _ Placement) error {
 		var mark [4]byte
 		PutRecordMark(mark[:], len(reply))
@@ -83,26 +113,46 @@ func (s *Server) serveConn(conn net.Conn, st *connState) {
 		_, err := bufs.WriteTo(conn)
 		return err
 	}
-	ss := s.NewSession(send, p)
+	ss := s.newSession(send, p, false)
 	idle := &idleReader{conn: conn, ss: ss, st: st, timeout: s.cfg.IdleTimeout}
-	rv := &recordReservation{budget: &s.receiving, wait: s.cfg.IdleTimeout, quit: s.quit}
-	rr := &RecordReader{R: bufio.NewReaderSize(idle, 64<<10), MaxRecord: s.cfg.MaxRecord, MaxFragments: maxFragments, Reserve: rv.reserve}
+	rv := &recordReservation{budget: &s.receiving, host: p.Remote.Addr(), wait: s.cfg.IdleTimeout, quit: s.quit, gone: st.gone}
+	in := bufio.NewReaderSize(idle, connReadBuffer)
+	rr := &RecordReader{R: in, MaxRecord: maxRecord, MaxFragments: maxFragments, Reserve: func(size int) error {
+		err := rv.reserve(size)
+		if idle.bodyBy.IsZero() || rv.waited {
+			// The body is due from the record's first header, or
+			// from when the budget let it in.
+			idle.bodyBy = time.Now().Add(bodyTimeout)
+		}
+		return err
+	}}
 	for {
-		// Each record is read into a pooled buffer the session keeps
-		// until the call is answered: no copy of a large WRITE.
-		bp := recordPool.Get().(*[]byte)
-		record, err := rr.Read((*bp)[:0])
+		// A connection between records holds no record buffer.
+		_, err := in.Peek(4)
 		if err == nil {
-			*bp = record
-			err = ss.callRecord(bp, rv.take())
-		} else {
-			s.receiving.release(rv.take())
-			recordPool.Put(bp)
+			// Each record is read into a pooled buffer the session
+			// keeps until the call is answered: no copy of a large
+			// WRITE.
+			bp := recordPool.Get().(*[]byte)
+			var record []byte
+			record, err = rr.Read((*bp)[:0])
+			idle.bodyBy = time.Time{}
+			if err == nil {
+				*bp = record
+				err = ss.callRecord(bp, rv.take())
+			} else {
+				s.receiving.release(rv.host, rv.take())
+				putRecord(bp)
+			}
 		}
 		if err != nil {
 			switch {
+			case errors.Is(err, errBodyTimeout):
+				s.logf("sunrpc: closing the connection from %v: %v", conn.RemoteAddr(), err)
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				s.logf("sunrpc: closing the connection from %v: idle for %v", conn.RemoteAddr(), s.cfg.IdleTimeout)
+			case errors.Is(err, ErrRecordTooLarge) && maxRecord < s.cfg.MaxRecord:
+				s.logf("sunrpc: closing the connection from %v: %v (a client that may not make large calls)", conn.RemoteAddr(), err)
 			case !isEOF(err) && !s.isClosed():
 				s.logf("sunrpc: connection from %v: %v", conn.RemoteAddr(), err)
 			}
@@ -131,27 +181,39 @@ func peerOf(conn net.Conn) Peer {
 
 // idleReader reads from a connection with the idle timeout as deadline. A
 // connection with calls in service is not idle (its client waits for
-// replies), so a deadline passing then is extended.
+// replies), so a deadline passing then is extended; but while a record's
+// body is due (bodyBy), its deadline holds.
 type idleReader struct {
 	conn    net.Conn
 	ss      *Session
 	st      *connState
 	timeout time.Duration
+	bodyBy  time.Time // when the body of the record being read is due; zero between records
 }
 
 var _ io.Reader = (*idleReader)(nil)
 
 func (r *idleReader) Read(p []byte) (int, error) {
 	for {
+		var deadline time.Time
 		if r.timeout > 0 {
-			r.conn.SetReadDeadline(time.Now().Add(r.timeout))
+			deadline = time.Now().Add(r.timeout)
 		}
+		if !r.bodyBy.IsZero() && (deadline.IsZero() || r.bodyBy.Before(deadline)) {
+			deadline = r.bodyBy
+		}
+		r.conn.SetReadDeadline(deadline)
 		n, err := r.conn.Read(p)
 		if n > 0 {
 			r.st.touch()
 		}
-		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && r.ss.inService.Load() > 0 {
-			continue
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			if !r.bodyBy.IsZero() && !time.Now().Before(r.bodyBy) {
+				return 0, errBodyTimeout
+			}
+			if r.ss.inService.Load() > 0 {
+				continue
+			}
 		}
 		return n, err
 	}
@@ -180,8 +242,7 @@ func (s *Server) removeListener(l net.Listener) {
 
 // addConn registers a connection and counts its goroutine, under the lock
 // Close takes, so Close's Wait never misses one. At MaxConns the least
-// recently active connection is closed to make room, as knfsd does: a
-// client that holds connections without using them cannot lock others out.
+// recently active connection is closed to make room (makeRoomLocked).
 func (s *Server) addConn(c net.Conn) (*connState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,19 +252,8 @@ func (s *Server) addConn(c net.Conn) (*connState, bool) {
 	if s.conns == nil {
 		s.conns = make(map[net.Conn]*connState)
 	}
-	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
-		var oldest net.Conn
-		var at int64
-		for oc, st := range s.conns {
-			if t := st.lastActive.Load(); oldest == nil || t < at {
-				oldest, at = oc, t
-			}
-		}
-		s.logf("sunrpc: %d connections (max_connections): closing the least recently active, from %v", len(s.conns), oldest.RemoteAddr())
-		oldest.Close() // its goroutine removes it
-		delete(s.conns, oldest)
-	}
-	st := &connState{}
+	s.makeRoomLocked()
+	st := &connState{gone: make(chan struct{})}
 	st.touch()
 	s.conns[c] = st
 	s.serving.Add(1)

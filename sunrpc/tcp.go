@@ -68,8 +68,25 @@ func NewTCP(cfg TCPConfig) *TCP {
 	}
 	t := &TCP{cfg: cfg, slots: make(chan struct{}, cfg.MaxCalls)}
 	t.conns = Redialer[*tcpConn]{MinBackoff: minBackoff, MaxBackoff: maxBackoff,
-		Dial: t.dial, Alive: (*tcpConn).alive, Hangup: func(c *tcpConn) { c.fail(ErrClosed) }}
+		Dial: t.dial, Alive: (*tcpConn).alive, Hangup: func(c *tcpConn) { c.fail(ErrClosed) },
+		// A caller waiting out the backoff dials as soon as the server
+		// is back, within its own timeouts, as over RDMA.
+		Probe: t.probe}
 	return t
+}
+
+// probe reports whether the server takes a TCP connection now (the
+// Redialer's Probe): a refused connect costs a round trip, a taken one is
+// closed at once. It binds no reserved port, which are few and would
+// linger in TIME_WAIT.
+func (t *TCP) probe(ctx context.Context) bool {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", t.cfg.Addr)
+	if err != nil {
+		return false
+	}
+	_ = nc.Close()
+	return true
 }
 
 // RoundTrip implements Transport.

@@ -2,6 +2,7 @@ package svcrdma
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 
 	"github.com/rdmafs/rdmafs/rpcrdma"
@@ -15,13 +16,19 @@ import (
 
 // svcConn is one client connection of the server.
 type svcConn struct {
-	s       *Server
-	conn    verbs.Conn
-	small   *rpcrdma.Arena // Sends and Receives
-	data    *rpcrdma.Arena // chunk data pulled and pushed
-	smallMR verbs.MR
-	dataMR  verbs.MR
-	session *sunrpc.Session
+	s    *Server
+	conn verbs.Conn
+	// The buffers (buffers.go): Sends and Receives, calls' read chunks
+	// pulled, and reply data pushed. Pulls and pushes have arenas of
+	// their own so that calls waiting for a worker with their data
+	// pulled cannot hold every buffer the workers' replies need.
+	small, pull, push             *rpcrdma.Arena
+	smallRegs, pullRegs, pushRegs *slabRegs
+	lost                          chan struct{} // closed when the connection ends: stop waiting for buffers
+	session                       *sunrpc.Session
+
+	remote netip.AddrPort // the client
+	host   netip.Addr     // its address, whose share of the memory budget the buffers take
 
 	recvInline, sendInline int  // what the client sends and takes inline
 	remoteInv              bool // the client takes Send With Invalidate
@@ -33,6 +40,7 @@ type svcConn struct {
 	requested int                 // credits the client asks for
 
 	dispatch chan *svcCall
+	pulls    chan *svcCall // calls whose read chunk waits for a buffer
 	hdr      rpcrdma.Header
 }
 
@@ -51,10 +59,18 @@ type svcCall struct {
 	hasInv bool
 
 	msg     []byte         // the whole call message, in pull
-	pull    *rpcrdma.Block // the call, assembled (with read chunk data pulled in)
+	pull    *rpcrdma.Block // the call, assembled (with read chunk data pulled in); or its Receive buffer
 	pullLen int            // the message's length once the pull completes
 	push    *rpcrdma.Block // reply data pushed to the client
 	send    *rpcrdma.Block
+
+	// A call with a read chunk, until a pull buffer is free for it.
+	recv   *rpcrdma.Block // its Receive buffer, holding inline
+	inline []byte         // the call's inline part
+	reads  [rpcrdma.MaxSegments]rpcrdma.ReadSegment
+	nReads int
+	pos    uint32 // where the chunk goes in the message
+	total  int    // the chunk's length
 }
 
 // Work request kinds of the server.
@@ -69,7 +85,7 @@ const (
 // run serves the connection until it ends.
 func (c *svcConn) run() {
 	defer c.close()
-	c.session = c.s.cfg.Service.NewSession(c.sendReply, sunrpc.Peer{Secure: true, Admitted: true})
+	c.session = c.s.cfg.Service.NewSession(c.sendReply, sunrpc.Peer{Remote: c.remote, Secure: true, Admitted: true})
 	defer c.session.Close()
 	c.dispatch = make(chan *svcCall, len(c.table))
 	dispatchDone := make(chan struct{})
@@ -77,6 +93,24 @@ func (c *svcConn) run() {
 	defer func() {
 		close(c.dispatch)
 		<-dispatchDone
+	}()
+	c.pulls = make(chan *svcCall, len(c.table))
+	pullerDone := make(chan struct{})
+	go c.puller(pullerDone)
+	defer func() {
+		// First: workers and the puller waiting for a buffer give up.
+		close(c.lost)
+		close(c.pulls)
+		<-pullerDone
+	}()
+	// The service may end the session (to make room for another
+	// connection): the connection ends with it.
+	go func() {
+		select {
+		case <-c.session.Done():
+			c.conn.Disconnect()
+		case <-c.lost:
+		}
 	}()
 	for i := 0; i < c.s.cfg.Credits; i++ {
 		if err := c.postRecv(); err != nil {
@@ -105,29 +139,28 @@ func (c *svcConn) run() {
 	}
 }
 
-// dispatcher hands calls to the session in order; Session.Call may wait
+// dispatcher hands calls to the session in order; CallInPlace may wait
 // for a free worker, which must not hold up completions.
 func (c *svcConn) dispatcher(done chan<- struct{}) {
 	defer close(done)
 	for sc := range c.dispatch {
-		// The call may be answered, and its slot freed, before Call
-		// returns: take its message buffer first.
+		// The call may be answered, and its slot freed, before CallInPlace
+		// returns: take its message buffer first. The session gives
+		// it back once done with it: no copy of a large WRITE.
 		msg, pull := sc.msg, sc.pull
 		sc.msg, sc.pull = nil, nil
-		err := c.session.Call(msg)
-		pull.Release() // Call copied the message
-		if err != nil {
+		if err := c.session.CallInPlace(msg, pull.Release); err != nil {
 			c.conn.Disconnect()
 		}
 	}
 }
 
 func (c *svcConn) postRecv() error {
-	b, err := c.small.Get(context.Background(), nil)
+	b, err := block(c.small, c.lost)
 	if err != nil {
 		return err
 	}
-	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: b.Off(), Length: c.small.BlockSize()}}
+	sge := [1]verbs.SGE{c.smallRegs.sge(b, 0, c.small.BlockSize())}
 	if err := c.conn.PostRecv(&verbs.RecvWR{ID: rpcrdma.WRID(svcRecv, b.Index()), SGL: sge[:]}); err != nil {
 		b.Release()
 		return err
@@ -145,8 +178,10 @@ func (c *svcConn) complete(wc *verbs.Completion) bool {
 			b.Release()
 			return wc.Status == verbs.StatusWRFlushErr
 		}
-		err := c.receive(b.Bytes()[:wc.ByteLen])
-		b.Release()
+		kept, err := c.receive(b, b.Bytes()[:wc.ByteLen])
+		if !kept {
+			b.Release()
+		}
 		if err == nil {
 			err = c.postRecv()
 		}
@@ -187,12 +222,12 @@ func (c *svcConn) complete(wc *verbs.Completion) bool {
 
 // freeCall gives back a call's buffers and slot.
 func (c *svcConn) freeCall(sc *svcCall) {
-	for _, b := range []*rpcrdma.Block{sc.pull, sc.push, sc.send} {
+	for _, b := range []*rpcrdma.Block{sc.pull, sc.push, sc.send, sc.recv} {
 		if b != nil {
 			b.Release()
 		}
 	}
-	sc.pull, sc.push, sc.send, sc.msg = nil, nil, nil, nil
+	sc.pull, sc.push, sc.send, sc.msg, sc.recv, sc.inline = nil, nil, nil, nil, nil, nil
 	c.mu.Lock()
 	c.free = append(c.free, sc)
 	c.mu.Unlock()
@@ -206,16 +241,14 @@ func (c *svcConn) close() {
 }
 
 func (c *svcConn) freeMemory() {
-	if c.dataMR != nil {
-		c.dataMR.Deregister()
+	for _, r := range []*slabRegs{c.smallRegs, c.pullRegs, c.pushRegs} {
+		if r != nil {
+			r.close()
+		}
 	}
-	if c.smallMR != nil {
-		c.smallMR.Deregister()
-	}
-	if c.data != nil {
-		c.data.Close()
-	}
-	if c.small != nil {
-		c.small.Close()
+	for _, a := range []*rpcrdma.Arena{c.small, c.pull, c.push} {
+		if a != nil {
+			a.Close()
+		}
 	}
 }

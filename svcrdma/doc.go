@@ -11,7 +11,9 @@
 // client, xprtrdma, shares.
 //
 // The files follow the kernel's svcrdma: server.go listens and accepts
-// (svc_rdma_transport.c), conn.go is one connection's buffers, call table
-// and completion loop, recvfrom.go takes calls (svc_rdma_recvfrom.c) and
-// sendto.go sends replies (svc_rdma_sendto.c).
+// (svc_rdma_transport.c), conn.go is one connection's call table and
+// completion loop, buffers.go its buffers, which grow by slabs as calls
+// need them, within the server's memory budget, and shrink when idle,
+// recvfrom.go takes calls and pulls their read chunks
+// (svc_rdma_recvfrom.c) and sendto.go sends replies (svc_rdma_sendto.c).
 package svcrdma

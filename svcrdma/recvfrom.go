@@ -14,20 +14,19 @@ import (
 // for pulling read chunks): check the transport header, assemble the call
 // message, hand it to the session.
 
-// Call errors answered with RDMA_ERROR ERR_CHUNK.
-var (
-	errChunk    = errors.New("svcrdma: chunks not acceptable")
-	errNoBuffer = errors.New("svcrdma: no buffer free for the call")
-)
+// errChunk: a call answered with RDMA_ERROR ERR_CHUNK.
+var errChunk = errors.New("svcrdma: chunks not acceptable")
 
-// receive takes one call: it checks the transport header, pulls the read
-// chunk if any, and hands the call on (after the pull completes).
-func (c *svcConn) receive(data []byte) error {
+// receive takes one call from its Receive buffer b: it checks the
+// transport header and hands the call on, to the session when it is all
+// inline, to the puller when it has a read chunk. It reports whether the
+// call kept b (then the call releases it).
+func (c *svcConn) receive(b *rpcrdma.Block, data []byte) (bool, error) {
 	h := &c.hdr
 	hlen, err := h.Decode(data)
 	if err != nil || h.Vers != rpcrdma.Version {
 		if len(data) < 4 {
-			return fmt.Errorf("message of %d bytes", len(data))
+			return false, fmt.Errorf("message of %d bytes", len(data))
 		}
 		xid := binary.BigEndian.Uint32(data)
 		if err == nil {
@@ -35,16 +34,16 @@ func (c *svcConn) receive(data []byte) error {
 		} else {
 			c.sendError(xid, rpcrdma.ErrChunk)
 		}
-		return nil
+		return false, nil
 	}
 	if h.Proc == rpcrdma.ProcError {
-		return nil // a client has no business sending errors: ignore
+		return false, nil // a client has no business sending errors: ignore
 	}
 	c.mu.Lock()
 	c.requested = int(h.Credits)
 	if len(c.free) == 0 {
 		c.mu.Unlock()
-		return errors.New("client exceeded its credits")
+		return false, errors.New("client exceeded its credits")
 	}
 	sc := c.free[len(c.free)-1]
 	c.free = c.free[:len(c.free)-1]
@@ -53,28 +52,27 @@ func (c *svcConn) receive(data []byte) error {
 	c.mu.Lock()
 	c.calls[h.Xid] = sc
 	c.mu.Unlock()
-	if err := c.prepare(sc, h, data[hlen:]); err != nil {
-		if errors.Is(err, errNoBuffer) {
-			c.s.logf("svcrdma: connection from %s: %v", c.conn.RemoteAddr(), err)
-		}
+	if err := c.prepare(sc, h, b, data[hlen:]); err != nil {
 		c.mu.Lock()
 		delete(c.calls, h.Xid)
 		c.mu.Unlock()
 		c.sendError(h.Xid, rpcrdma.ErrChunk)
 		c.freeCall(sc)
-		return nil
+		return false, nil
 	}
 	if sc.msg != nil {
 		c.dispatch <- sc
+	} else {
+		c.pulls <- sc // never full: it holds at most the call table
 	}
-	return nil
+	return true, nil
 }
 
-// prepare checks a call's chunks, keeps what its reply needs, and
-// assembles its message: at once when it is all inline, else by posting
-// the RDMA Reads of its read chunk into place (receive dispatches it when
-// sc.msg is set, the Read's completion when it is not).
-func (c *svcConn) prepare(sc *svcCall, h *rpcrdma.Header, inline []byte) error {
+// prepare checks a call's chunks and keeps what its reply needs. The call
+// keeps its Receive buffer b: an inline call's message is in it (sc.msg
+// is set); a call with a read chunk keeps its inline part there until the
+// puller assembles the message.
+func (c *svcConn) prepare(sc *svcCall, h *rpcrdma.Header, b *rpcrdma.Block, inline []byte) error {
 	if h.NWrites > 1 {
 		return errChunk
 	}
@@ -85,39 +83,67 @@ func (c *svcConn) prepare(sc *svcCall, h *rpcrdma.Header, inline []byte) error {
 		sc.reply, sc.hasR = h.Reply, true
 	}
 	sc.invKey, sc.hasInv = c.invalidation(h)
-	// The completion loop must not wait for a buffer (completions free
-	// them): an inline call is copied into a small one, a call with a
-	// read chunk assembled in a large one, and without one to spare the
-	// call is refused.
-	pool := c.data
-	if h.NReads == 0 {
-		pool = c.small
-	}
-	b := pool.TryGet()
-	if b == nil {
-		return errNoBuffer
-	}
-	sc.pull = b
-	buf := b.Bytes()
-	pos, total, err := checkCall(h, inline, c.recvInline, len(buf))
+	pos, total, err := checkCall(h, inline, c.recvInline, c.pull.BlockSize())
 	if err != nil {
 		return err
 	}
 	if h.NReads == 0 {
-		sc.msg = append(buf[:0], inline...)
+		sc.pull, sc.msg = b, inline
 		return nil
 	}
+	sc.recv, sc.inline = b, inline
+	sc.reads, sc.nReads = h.Reads, h.NReads
+	sc.pos, sc.total = pos, total
+	return nil
+}
+
+// puller pulls the read chunks of calls, in order, each once a pull
+// buffer is free for it: the completion loop must not wait for one
+// (completions free them). A connection's calls with read chunks so wait
+// for its buffers, at most Credits calls' worth, rather than fail.
+func (c *svcConn) puller(done chan<- struct{}) {
+	defer close(done)
+	failed := false
+	for sc := range c.pulls {
+		if !failed {
+			if err := c.pullCall(sc); err != nil {
+				if !errors.Is(err, rpcrdma.ErrLost) {
+					c.s.logf("svcrdma: connection from %s: pulling a read chunk: %v", c.conn.RemoteAddr(), err)
+				}
+				failed = true
+				c.conn.Disconnect()
+			}
+		}
+		if failed && sc.recv != nil {
+			sc.recv.Release()
+			sc.recv, sc.inline = nil, nil
+		}
+	}
+}
+
+// pullCall assembles the message of a call with a read chunk in a pull
+// buffer: the inline part up to the chunk's position, the chunk (by RDMA
+// Reads), its pad, the rest; the last Read's completion dispatches it.
+func (c *svcConn) pullCall(sc *svcCall) error {
+	b, err := block(c.pull, c.lost)
+	if err != nil {
+		return err
+	}
+	buf := b.Bytes()
+	inline, pos, total := sc.inline, sc.pos, sc.total
 	pad := xdr.Pad(total)
-	// The message: inline up to the position, the chunk, its pad, the rest.
 	copy(buf, inline[:pos])
 	at := int(pos)
 	end := at + total
 	clear(buf[end : end+pad])
 	copy(buf[end+pad:], inline[pos:])
-	msgLen := len(inline) + total + pad
-	for i, r := range h.Reads[:h.NReads] {
-		last := i == h.NReads-1
-		sge := [1]verbs.SGE{{MR: c.dataMR, Offset: b.Off() + at, Length: int(r.Length)}}
+	sc.pullLen = len(inline) + total + pad
+	sc.recv.Release()
+	sc.recv, sc.inline = nil, nil
+	sc.msg, sc.pull = nil, b
+	for i, r := range sc.reads[:sc.nReads] {
+		last := i == sc.nReads-1
+		sge := [1]verbs.SGE{c.pullRegs.sge(b, at, int(r.Length))}
 		err := c.conn.PostSend(&verbs.SendWR{
 			ID: rpcrdma.WRID(svcRead, sc.idx), Opcode: verbs.OpRDMARead, SGL: sge[:], Signaled: last,
 			RemoteAddr: r.Offset, RKey: r.Handle,
@@ -127,8 +153,6 @@ func (c *svcConn) prepare(sc *svcCall, h *rpcrdma.Header, inline []byte) error {
 		}
 		at += int(r.Length)
 	}
-	sc.msg = nil
-	sc.pullLen = msgLen
 	return nil
 }
 

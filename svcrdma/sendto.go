@@ -1,7 +1,6 @@
 package svcrdma
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 
@@ -111,15 +110,16 @@ func setChunkLengths(chunk *rpcrdma.WriteChunk, n uint32) {
 // freed when the Send completes.
 func (c *svcConn) post(sc *svcCall, h *rpcrdma.Header, inline []byte, pushed []pushSeg) error {
 	if len(pushed) > 0 {
-		b, err := c.data.Get(context.Background(), nil)
+		b, err := block(c.push, c.lost)
 		if err != nil {
+			c.freeCall(sc)
 			return err
 		}
 		sc.push = b
 		at := 0
 		for _, p := range pushed {
 			copy(b.Bytes()[at:], p.data)
-			sge := [1]verbs.SGE{{MR: c.dataMR, Offset: b.Off() + at, Length: len(p.data)}}
+			sge := [1]verbs.SGE{c.pushRegs.sge(b, at, len(p.data))}
 			err := c.conn.PostSend(&verbs.SendWR{ID: rpcrdma.WRID(svcWrite, sc.idx), Opcode: verbs.OpRDMAWrite, SGL: sge[:],
 				RemoteAddr: p.seg.Offset, RKey: p.seg.Handle})
 			if err != nil {
@@ -129,7 +129,7 @@ func (c *svcConn) post(sc *svcCall, h *rpcrdma.Header, inline []byte, pushed []p
 			at += len(p.data)
 		}
 	}
-	send, err := c.small.Get(context.Background(), nil)
+	send, err := block(c.small, c.lost)
 	if err != nil {
 		c.freeCall(sc)
 		return err
@@ -137,7 +137,7 @@ func (c *svcConn) post(sc *svcCall, h *rpcrdma.Header, inline []byte, pushed []p
 	sc.send = send
 	msg := h.Encode(send.Bytes()[:0])
 	msg = append(msg, inline...)
-	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.Off(), Length: len(msg)}}
+	sge := [1]verbs.SGE{c.smallRegs.sge(send, 0, len(msg))}
 	wr := verbs.SendWR{ID: rpcrdma.WRID(svcSend, sc.idx), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}
 	if sc.hasInv {
 		wr.Opcode, wr.InvalidateRKey = verbs.OpSendWithInv, sc.invKey
@@ -152,12 +152,12 @@ func (c *svcConn) post(sc *svcCall, h *rpcrdma.Header, inline []byte, pushed []p
 // sendError answers xid with RDMA_ERROR.
 func (c *svcConn) sendError(xid uint32, code uint32) {
 	h := rpcrdma.Header{Xid: xid, Vers: rpcrdma.Version, Credits: c.grant(), Proc: rpcrdma.ProcError, ErrCode: code, VersLow: rpcrdma.Version, VersHigh: rpcrdma.Version}
-	send := c.small.TryGet()
+	send := tryBlock(c.small)
 	if send == nil {
 		return // the client's call times out instead
 	}
 	msg := h.Encode(send.Bytes()[:0])
-	sge := [1]verbs.SGE{{MR: c.smallMR, Offset: send.Off(), Length: len(msg)}}
+	sge := [1]verbs.SGE{c.smallRegs.sge(send, 0, len(msg))}
 	if err := c.conn.PostSend(&verbs.SendWR{ID: rpcrdma.WRID(svcErrSend, send.Index()), Opcode: verbs.OpSend, SGL: sge[:], Signaled: true}); err != nil {
 		send.Release()
 		c.s.logf("svcrdma: send RDMA_ERROR: %v", err)

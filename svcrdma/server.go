@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -28,8 +29,15 @@ type Config struct {
 	// Service serves the calls: each connection runs a session of it
 	// (sunrpc.Session), which places READ data as the reply's Placement
 	// says. Its clients count as admitted (Admit has let them in) and as
-	// calling from a secure port, as knfsd's svcrdma counts them.
+	// calling from a secure port, as knfsd's svcrdma counts them. Its
+	// connections count against its MaxConns: when it ends a session to
+	// make room for another connection, the connection ends.
 	Service *sunrpc.Server
+	// Budget is the memory the connections' buffers beyond each
+	// connection's first come out of; when it is spent, a connection
+	// makes do with the buffers it has. Default: the Service's memory
+	// budget, which TCP call records come out of too.
+	Budget Budget
 	// Admit, if set, decides whether a client at the given address
 	// (host:port) may connect; a refused request is rejected before the
 	// server sets up anything for it.
@@ -63,6 +71,9 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Service == nil {
 		return nil, errors.New("svcrdma: server without a service")
+	}
+	if cfg.Budget == nil {
+		cfg.Budget = cfg.Service
 	}
 	s := &Server{cfg: cfg, conns: make(map[*svcConn]struct{}), done: make(chan struct{})}
 	var err error
@@ -162,35 +173,22 @@ func (s *Server) logf(format string, args ...any) {
 func (s *Server) accept(req verbs.ConnRequest) (*svcConn, error) {
 	peer, _ := rpcrdma.DecodePrivateData(req.PrivateData())
 	cfg := &s.cfg
-	c := &svcConn{s: s, calls: make(map[uint32]*svcCall)}
+	c := &svcConn{s: s, calls: make(map[uint32]*svcCall), lost: make(chan struct{})}
+	if ap, err := netip.ParseAddrPort(req.RemoteAddr()); err == nil {
+		c.remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		c.host = c.remote.Addr()
+	}
 	// What the client sends and receives inline.
 	c.recvInline = min(cfg.MaxInline, peer.SendSize)
 	c.sendInline = min(cfg.MaxInline, peer.RecvSize)
 	c.remoteInv = peer.Flags&rpcrdma.PrivRemoteInvalidate != 0
-	var err error
-	inline := cfg.MaxInline
-	// Small buffers: Receives, Sends, inline calls, error replies.
-	if c.small, err = rpcrdma.NewArena(6*cfg.Credits+8, inline); err != nil {
-		req.Reject(nil)
-		return nil, err
-	}
-	if c.data, err = rpcrdma.NewArena(2*cfg.Credits, (cfg.MaxIO+4095)&^4095); err != nil {
-		c.small.Close()
-		req.Reject(nil)
-		return nil, err
-	}
-	if c.smallMR, err = s.pd.Register(c.small.Mem(), 0, len(c.small.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
-		c.freeMemory()
-		req.Reject(nil)
-		return nil, err
-	}
-	if c.dataMR, err = s.pd.Register(c.data.Mem(), 0, len(c.data.Mem().Bytes()), verbs.AccessLocalWrite); err != nil {
-		c.freeMemory()
+	if err := c.newBuffers(); err != nil {
 		req.Reject(nil)
 		return nil, err
 	}
 	caps := s.dev.Caps()
 	own := rpcrdma.PrivateData{SendSize: cfg.MaxInline, RecvSize: cfg.MaxInline}
+	var err error
 	c.conn, err = req.Accept(verbs.ConnConfig{
 		SendDepth: 8*cfg.Credits + 8, RecvDepth: cfg.Credits + 8,
 		MaxSendSGE: 2, MaxRecvSGE: 1,

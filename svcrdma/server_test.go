@@ -25,10 +25,19 @@ import (
 // startServer starts an NFS server behind an RPC-over-RDMA listener.
 func startServer(t *testing.T, cfg Config) (*Server, *soft.Provider) {
 	t.Helper()
+	return startServerWith(t, cfg, server.Options{})
+}
+
+// startServerWith is startServer with the NFS server's options (its root
+// and export are the test's).
+func startServerWith(t *testing.T, cfg Config, opts server.Options) (*Server, *soft.Provider) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the NFS server switches credentials per call and needs root")
 	}
-	nfs, err := server.New(server.Options{Root: t.TempDir(), Export: server.Export{Insecure: true, NoRootSquash: true}})
+	opts.Root, opts.Export = t.TempDir(), server.Export{Insecure: true, NoRootSquash: true}
+	opts.Logf = t.Logf
+	nfs, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,4 +235,56 @@ func FuzzServerCallHeader(f *testing.F) {
 			t.Fatalf("accepted a call of %d inline bytes and a chunk of %d at %d", len(inline), total, pos)
 		}
 	})
+}
+
+// nullCall is an inline RDMA_MSG carrying an NFS NULL call.
+func nullCall(xid uint32) []byte {
+	h := rpcrdma.Header{Xid: xid, Vers: 1, Credits: 8, Proc: rpcrdma.ProcMsg}
+	var e xdr.Encoder
+	e.Buf = h.Encode(nil)
+	for _, v := range []uint32{xid, 0, 2, nfs3.Program, nfs3.Version, 0, 0, 0, 0, 0} {
+		e.Uint32(v)
+	}
+	return e.Buf
+}
+
+// TestMaxConnectionsCountsRDMA: RDMA connections count against the
+// server's connection limit (max_connections), as TCP connections do: at
+// the limit, a new connection makes the least recently active go, and
+// with it its buffers. Before, nothing limited RDMA connections.
+func TestMaxConnectionsCountsRDMA(t *testing.T) {
+	s, prov := startServerWith(t, Config{}, server.Options{MaxConns: 2})
+	var raws []*rawConn
+	for i := range 3 {
+		raws = append(raws, dialRaw(t, prov, s.Addr()))
+		var got rpcrdma.Header
+		if _, err := got.Decode(raws[i].exchange(t, nullCall(uint32(50+i)))); err != nil || got.Proc != rpcrdma.ProcMsg {
+			t.Fatalf("NULL on connection %d: %+v %v", i, got, err)
+		}
+		time.Sleep(10 * time.Millisecond) // the first is the least recently active
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	wcs := make([]verbs.Completion, 4)
+	for {
+		if _, err := raws[0].conn.Poll(wcs); err != nil {
+			break
+		}
+		if err := raws[0].conn.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal("the least recently active of 3 RDMA connections is still up with max_connections 2")
+			}
+			break
+		}
+	}
+	var got rpcrdma.Header
+	if _, err := got.Decode(raws[2].exchange(t, nullCall(60))); err != nil || got.Proc != rpcrdma.ProcMsg {
+		t.Fatalf("NULL on the newest connection: %+v %v", got, err)
+	}
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	if n != 2 {
+		t.Errorf("the RDMA server holds %d connections, want 2", n)
+	}
 }

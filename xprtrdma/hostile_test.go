@@ -157,7 +157,7 @@ func TestHostileServerReplies(t *testing.T) {
 	}
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 5 * time.Second, ProcNames: nfs3.ProcNames})
 	defer rpc.Close()
-	c := nfs3.NewClient(rpc)
+	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	ctx := context.Background()
 	var fh nfs3.FH // the hostile server answers without looking at it
 	for mode = 0; mode <= 5; mode++ {

@@ -38,6 +38,7 @@ func (ep *endpoint) reply(b *rpcrdma.Block, n int, inv uint32, hasInv bool) {
 	if derr == nil && h.Vers == rpcrdma.Version {
 		// A grant of 0 counts as 1; more than asked for is not used.
 		ep.granted = min(max(int(h.Credits), 1), ep.credits)
+		t.stats.creditsGranted.Store(int64(ep.granted))
 	}
 	r.state = reqRevoking
 	r.recv = b

@@ -37,6 +37,10 @@ type stats struct {
 	// Bytes of the transport's buffers its connections have registered
 	// (pinned) now, and the most at once: no kernel counter has them.
 	registered, registeredPeak atomic.Int64
+	// creditsGranted is the server's last grant of credits, as the
+	// client uses it (at least 1, at most what it asked for): how many
+	// calls may be out at once now.
+	creditsGranted atomic.Int64
 }
 
 // registeredBytes counts a registration of n bytes.
@@ -101,6 +105,8 @@ var statFields = []statField{
 	{name: "payload_copies", value: func(s *stats) uint64 { return s.payloadCopies.Load() }},
 	{name: "registered_bytes", value: func(s *stats) uint64 { return uint64(s.registered.Load()) }},
 	{name: "registered_peak_bytes", value: func(s *stats) uint64 { return uint64(s.registeredPeak.Load()) }},
+	// The credits the server grants now (a gauge).
+	{name: "credits_granted", value: func(s *stats) uint64 { return uint64(s.creditsGranted.Load()) }},
 }
 
 // StatNames returns the names of the fields of the "xprt: rdma" line after

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/svcrdma"
+	"github.com/rdmafs/rdmafs/test/seed"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
@@ -26,14 +25,10 @@ import (
 // as a hang here (and the race detector watches the rest). The seed is
 // printed; RDMAFS_STRESS_SEED replays it.
 func TestStressFaults(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("RDMAFS_STRESS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (RDMAFS_STRESS_SEED=%d replays it)", seed, seed)
+	s := seed.New(t, "RDMAFS_STRESS_SEED")
 	for _, m := range []MemReg{MemRegMW, MemRegRegister, MemRegPersistent} {
 		t.Run(m.String(), func(t *testing.T) {
-			stress(t, m, rand.New(rand.NewPCG(seed, uint64(m))))
+			stress(t, m, rand.New(rand.NewPCG(s, uint64(m))))
 		})
 	}
 }

@@ -102,7 +102,7 @@ func (b *testBed) client(t *testing.T, cfg Config) (*nfs3.Client, *Transport) {
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 10 * time.Second,
 		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "test"}, ProcNames: nfs3.ProcNames})
 	t.Cleanup(func() { rpc.Close() })
-	return nfs3.NewClient(rpc), tr
+	return nfs3.NewClient(rpc, nfs3.ClientConfig{}), tr
 }
 
 func (b *testBed) create(t *testing.T, c *nfs3.Client, name string) nfs3.FH {

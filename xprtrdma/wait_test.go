@@ -86,7 +86,7 @@ func TestChunkWaitEndsAtDeadline(t *testing.T) {
 	_, tr := b.client(t, Config{})
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 200 * time.Millisecond,
 		Soft: true, Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "test"}, ProcNames: nfs3.ProcNames})
-	c := nfs3.NewClient(rpc)
+	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	fh := b.create(t, c, "f")
 	var held []*rpcrdma.Block
 	for blk := tryGetOrGrow(tr.chunks); blk != nil; blk = tryGetOrGrow(tr.chunks) {

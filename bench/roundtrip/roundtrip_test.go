@@ -101,7 +101,7 @@ func client(b testing.TB, size int) (*nfs3.Client, nfs3.FH) {
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth,
 		Timeout: 30 * time.Second, ProcNames: nfs3.ProcNames})
 	b.Cleanup(func() { rpc.Close() })
-	c := nfs3.NewClient(rpc)
+	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	var cr nfs3.CreateResult
 	if err := c.Create(ctx, cred, &root, "f", nfs3.Unchecked, &nfs3.Sattr{SetMode: true, Mode: 0o644}, nfs3.Verf{}, &cr); err != nil {
 		b.Fatal(err)

@@ -44,7 +44,7 @@ func main() {
 	}
 	rpc := sunrpc.NewClient(sunrpc.NewTCP(sunrpc.TCPConfig{Addr: *addr}), sunrpc.Config{
 		Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth, Timeout: time.Minute, ProcNames: nfs3.ProcNames})
-	c := nfs3.NewClient(rpc)
+	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	var fh nfs3.FH
 	var lr nfs3.LookupResult
 	if err := c.Lookup(ctx, cred, &root, *file, &lr); err == nil {

@@ -100,7 +100,7 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
 		Server: a.host, ProcNames: nfs3.ProcNames, Logf: logf,
 	})
-	c.nfs = nfs3.NewClient(rpc)
+	c.nfs = nfs3.NewClient(rpc, nfs3.ClientConfig{})
 
 	// The mount must not hang on a server that took the MOUNT call but
 	// does not answer NFS: these first calls are soft.
@@ -138,7 +138,7 @@ func aclClient(ctx context.Context, nfs *sunrpc.Client, auth sunrpc.Auth, a *mou
 		Timeout: time.Duration(o.Timeo) * time.Second / 10, Retrans: o.Retrans, Soft: o.Soft,
 		Server: a.host, ProcNames: acl.ProcNames, Logf: logf,
 	})
-	c := nfs3.NewACLClient(rpc)
+	c := nfs3.NewACLClient(rpc, nfs3.ClientConfig{})
 	if err := c.Null(ctx); err != nil {
 		if o.ACL == mountopts.ChoiceOn {
 			logf("server %s: no NFSACL (%v): mounted without ACLs", a.host, err)

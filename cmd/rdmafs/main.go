@@ -4,7 +4,7 @@
 //
 //	rdmafs [-f] [-d] [-o OPTIONS] SERVER:/EXPORT MOUNTPOINT
 //	rdmafs serve [-o OPTIONS] DIR
-//	rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]
+//	rdmafs stats [-json | -prometheus | -listen ADDR] [-i SECONDS [COUNT]] [MOUNTPOINT...]
 package main
 
 import (

@@ -81,7 +81,7 @@ func TestManPageRenders(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"MOUNT OPTIONS", "Mirrors: nfs(5) rsize.", "Mirrors: sysctl sunrpc.rdma_memreg_strategy.",
-		"rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]"} {
+		"rdmafs stats [-json | -prometheus | -listen ADDR] [-i SECONDS [COUNT]] [MOUNTPOINT...]"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the rendered page lacks %q", want)
 		}

@@ -27,7 +27,11 @@ var (
 		// prints them.
 		"rdma": xprtrdma.StatNames(),
 	}
-	opFieldNames = []string{"ops", "trans", "timeouts", "bytes_sent", "bytes_recv", "queue_ms", "rtt_ms",
+	// xprtMinFields is the fewest fields a transport's line may have: the
+	// kernel's, for rdma; rdmafs's own fields after them came one by one,
+	// and a mount made by an older rdmafs has fewer of them.
+	xprtMinFields = map[string]int{"rdma": 27}
+	opFieldNames  = []string{"ops", "trans", "timeouts", "bytes_sent", "bytes_recv", "queue_ms", "rtt_ms",
 		"execute_ms", "errors"}
 )
 
@@ -130,7 +134,7 @@ func parseMountStats(text string) ([]mountStats, error) {
 			}
 			var x xprt
 			x.Proto = proto
-			x.Fields, err = parseNamed(nums, names)
+			x.Fields, err = parseNamedMin(nums, names, xprtMinFields[proto])
 			m.Xprts = append(m.Xprts, x)
 		case key == "per-op statistics":
 			inOps = true
@@ -190,8 +194,17 @@ func parseNumbers(s string, out []uint64) error {
 // names. Fewer numbers than names are an error; further ones (a newer
 // kernel's) get the names field29, field30, ...
 func parseNamed(s string, names []string) ([]counter, error) {
+	return parseNamedMin(s, names, len(names))
+}
+
+// parseNamedMin is parseNamed for a line that may end after its first
+// least fields (0: all the names).
+func parseNamedMin(s string, names []string, least int) ([]counter, error) {
 	f := strings.Fields(s)
-	if len(f) < len(names) {
+	if least == 0 {
+		least = len(names)
+	}
+	if len(f) < least {
 		return nil, fmt.Errorf("%d numbers, want %d", len(f), len(names))
 	}
 	if len(f) > len(names)+maxStatsLines {

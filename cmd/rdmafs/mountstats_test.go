@@ -52,6 +52,21 @@ func TestParseMountStats(t *testing.T) {
 	}
 }
 
+// TestParseRDMALineOfOlderRdmafs: an "xprt: rdma" line that ends after
+// the kernel's fields, or after some of rdmafs's own (a mount by an older
+// rdmafs), parses; the fields it lacks are absent.
+func TestParseRDMALineOfOlderRdmafs(t *testing.T) {
+	for _, cut := range []string{" 19 4456448 8650752", " 4456448 8650752"} {
+		ms, err := parseMountStats(strings.Replace(sampleStats, cut, "", 1))
+		if err != nil {
+			t.Fatalf("line without%s: %v", cut, err)
+		}
+		if x := ms[0].Xprts[0]; hasCounter(x.Fields, "registered_bytes") || value(x.Fields, "empty_sendctx_q") != 17 {
+			t.Errorf("line without%s: %v", cut, x.Fields)
+		}
+	}
+}
+
 func TestParseMountStatsErrors(t *testing.T) {
 	for name, text := range map[string]string{
 		"empty":        "",
@@ -60,6 +75,7 @@ func TestParseMountStatsErrors(t *testing.T) {
 		"short events": strings.Replace(sampleStats, "events:\t1 0 1", "events:\t1", 1),
 		"short op":     strings.Replace(sampleStats, "READ: 10 12 2", "READ: 10 12", 1),
 		"unknown xprt": strings.Replace(sampleStats, "xprt:\trdma", "xprt:\tudp", 1),
+		"short rdma":   strings.Replace(sampleStats, " 17 18 19 4456448 8650752", "", 1),
 		"unknown line": strings.Replace(sampleStats, "\tage:", "\tbogus:", 1),
 		"overflow":     strings.Replace(sampleStats, "age:\t10", "age:\t99999999999999999999", 1),
 		"bad device":   strings.Replace(sampleStats, "mounted on", "mounted at", 1),

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,11 @@ func serve(args []string) error {
 	if err != nil {
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The garbage collector keeps the heap near what clients can
+		// make the server hold, rather than letting it reach twice that.
+		debug.SetMemoryLimit(srv.RPC().HeapBound())
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.Addr, port)
@@ -129,11 +135,11 @@ func serveRDMA(srv *server.Server, o *serveopts.Options, logf func(string, ...an
 		// RDMA connections count as secure (as in knfsd's svcrdma);
 		// the client list applies to them as to TCP.
 		Admit: func(remote string) bool { return srv.AllowsClient(remote, listen) },
-
-		// Each connection is a session of the RPC service TCP serves.
+		// Each connection is a session of the RPC service TCP serves,
+		// and its buffers beyond its first come out of the memory
+		// budget TCP call records do.
 		Service: srv.RPC(),
-
-		Logf: logf,
+		Logf:    logf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("serve: RDMA listener: %w", err)

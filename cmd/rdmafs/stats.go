@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -15,14 +16,20 @@ import (
 	"github.com/rdmafs/rdmafs/fs"
 )
 
-const statsUsage = "usage: rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]"
+// statsSynopsis is the command line of rdmafs stats, for its usage and
+// the manual.
+const statsSynopsis = "rdmafs stats [-json | -prometheus | -listen ADDR] [-i SECONDS [COUNT]] [MOUNTPOINT...]"
+
+const statsUsage = "usage: " + statsSynopsis
 
 // statsArgs is the command line of rdmafs stats.
 type statsArgs struct {
-	json     bool
-	interval time.Duration // 0: one report
-	count    int           // reports with an interval; 0: until killed
-	dirs     []string      // none: every rdmafs mount
+	json       bool
+	prometheus bool          // the Prometheus text format, once
+	listen     string        // serve the Prometheus format on HTTP at this address
+	interval   time.Duration // 0: one report
+	count      int           // reports with an interval; 0: until killed
+	dirs       []string      // none: every rdmafs mount
 }
 
 func parseStatsArgs(args []string) (*statsArgs, error) {
@@ -34,6 +41,18 @@ func parseStatsArgs(args []string) (*statsArgs, error) {
 		case "-json", "--json":
 			a.json = true
 			args = args[1:]
+		case "-prometheus", "--prometheus":
+			a.prometheus = true
+			args = args[1:]
+		case "-listen", "--listen":
+			if len(args) < 2 || args[1] == "" {
+				return nil, &usageError{"stats -listen: missing ADDR (HOST:PORT)\n" + statsUsage}
+			}
+			if _, _, err := net.SplitHostPort(args[1]); err != nil {
+				return nil, &usageError{fmt.Sprintf("stats -listen %s: ADDR must be HOST:PORT (%v)", args[1], err)}
+			}
+			a.listen = args[1]
+			args = args[2:]
 		case "-i":
 			if len(args) < 2 {
 				return nil, &usageError{"stats -i: missing SECONDS\n" + statsUsage}
@@ -63,7 +82,26 @@ func parseStatsArgs(args []string) (*statsArgs, error) {
 		}
 	}
 	a.dirs = append(a.dirs, args...)
-	return a, nil
+	return a, a.check()
+}
+
+// check rejects flags that do not go together: one output format, and
+// -i only with the formats it repeats.
+func (a *statsArgs) check() error {
+	formats := 0
+	for _, on := range []bool{a.json, a.prometheus, a.listen != ""} {
+		if on {
+			formats++
+		}
+	}
+	if formats > 1 {
+		return &usageError{"stats: -json, -prometheus and -listen exclude each other\n" + statsUsage}
+	}
+	if a.interval != 0 && (a.prometheus || a.listen != "") {
+		return &usageError{"stats: -i goes with the mountstats and -json reports, not -prometheus or -listen " +
+			"(Prometheus keeps the history)\n" + statsUsage}
+	}
+	return nil
 }
 
 func isDigits(s string) bool {
@@ -73,11 +111,18 @@ func isDigits(s string) bool {
 // stats prints the statistics of rdmafs mounts, which each mount keeps in
 // an extended attribute of its root: as the mount's block of
 // /proc/self/mountstats (what nfs-utils' mountstats -f reads), as JSON,
-// or as nfsiostat-like rates every interval.
+// or as nfsiostat-like rates every interval; or as Prometheus metrics,
+// once or for every scrape of an HTTP endpoint.
 func stats(args []string) error {
 	a, err := parseStatsArgs(args)
 	if err != nil {
 		return err
+	}
+	switch {
+	case a.listen != "":
+		return serveMetrics(a.listen, a.dirs)
+	case a.prometheus:
+		return writeMetrics(os.Stdout, a.dirs)
 	}
 	dirs := a.dirs
 	if len(dirs) == 0 {
@@ -165,16 +210,25 @@ func writeJSONOf(w io.Writer, text string, t time.Time) error {
 }
 
 // readStats returns the mountstats block of the rdmafs mount at dir.
-func readStats(dir string) (string, error) {
+func readStats(dir string) (string, error) { return readRootXattr(dir, fs.StatsXattr) }
+
+// errNoStatsXattr is the error of readRootXattr for a directory without
+// the attribute: not an rdmafs mount, or (for fs.LatencyXattr) one of an
+// rdmafs too old to have it.
+var errNoStatsXattr = errors.New("is not an rdmafs mount")
+
+// readRootXattr returns the extended attribute attr of the root of the
+// rdmafs mount at dir.
+func readRootXattr(dir, attr string) (string, error) {
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := unix.Getxattr(dir, fs.StatsXattr, buf)
+		n, err := unix.Getxattr(dir, attr, buf)
 		if errors.Is(err, unix.ERANGE) && len(buf) < 16<<20 {
 			buf = make([]byte, 2*len(buf))
 			continue
 		}
 		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODATA) {
-			return "", fmt.Errorf("%s is not an rdmafs mount", dir)
+			return "", fmt.Errorf("%s %w", dir, errNoStatsXattr)
 		}
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", dir, err)

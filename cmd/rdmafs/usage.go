@@ -58,7 +58,7 @@ var commandDocs = []commandDoc{
 		sections: serveSections(serveopts.Sections()[1:]),
 	},
 	{
-		synopsis: "rdmafs stats [-json] [-i SECONDS [COUNT]] [MOUNTPOINT...]",
+		synopsis: statsSynopsis,
 		text: "Print the statistics of the rdmafs mount at each MOUNTPOINT (all rdmafs mounts if none) " +
 			"as its block of /proc/self/mountstats, which nfs-utils' mountstats reads:",
 		examples: []string{"rdmafs stats >FILE; mountstats -f FILE"},
@@ -66,6 +66,11 @@ var commandDocs = []commandDoc{
 			{"-json", "one JSON object per mount and line, every counter by name"},
 			{"-i", "every SECONDS, COUNT times (default: until killed): the rates of the last interval " +
 				"as nfsiostat shows them (the first report since the mount); with -json, the counters"},
+			{"-prometheus", "the Prometheus text format, for node_exporter's textfile collector: " +
+				"node_exporter's node_mountstats_nfs_* names for what mountstats has, rdmafs_* for " +
+				"per-operation errors, latency histograms and the RPC-over-RDMA counters; no mounts, no output"},
+			{"-listen ADDR", "serve the same on HTTP at ADDR (HOST:PORT) on /metrics, found afresh for " +
+				"each scrape, until SIGTERM or SIGINT; it answers nothing else"},
 		},
 	},
 }

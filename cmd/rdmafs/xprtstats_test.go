@@ -67,7 +67,7 @@ func TestRDMAXprtLineParses(t *testing.T) {
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 10 * time.Second,
 		Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "test"}, ProcNames: nfs3.ProcNames})
 	defer rpc.Close()
-	c := nfs3.NewClient(rpc)
+	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 
 	var cres nfs3.CreateResult
 	if err := c.Create(ctx, cred, &root, "f", nfs3.Unchecked, &nfs3.Sattr{SetMode: true, Mode: 0o644}, nfs3.Verf{}, &cres); err != nil {

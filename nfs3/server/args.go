@@ -94,10 +94,17 @@ func decodeArgs(prog, proc uint32, b []byte) (*nfsArgs, bool) {
 		a.count = r.Uint32()
 		a.stable = nfs3.StableHow(r.Uint32())
 		a.data = r.Opaque(rest())
-		if a.stable > nfs3.FileSync {
+		// The count must be the data's length, as knfsd demands
+		// (nfs3svc_decode_writeargs): a call that disagrees with
+		// itself is garbage, not a shorter write. Above maxIO (only
+		// a chunk of RPC-over-RDMA holds that much) the first maxIO
+		// bytes are written, as knfsd does above its max_blocksize.
+		if a.stable > nfs3.FileSync || r.Err() != nil || int(a.count) != len(a.data) {
 			return a, false
 		}
-		a.count = min(a.count, uint32(len(a.data)))
+		if a.count > maxIO {
+			a.count = maxIO
+		}
 	case nfs3.ProcCreate:
 		a.name = name()
 		a.how = nfs3.CreateMode(r.Uint32())

@@ -47,8 +47,9 @@
 //     the export or crosses into another mount below it (openat2 with
 //     RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV); mount points
 //     are left out of listings.
-//   - MOUNT mounts the export's root or any directory below it; EXPORT lists
-//     "/" with its clients (showmount -e).
+//   - MOUNT mounts the export's root (as "/" or, as mountd takes it, the
+//     empty path) or any directory below it; EXPORT lists "/" with its
+//     clients (showmount -e).
 //   - READDIR cookies are the filesystem's directory offsets, as knfsd's are:
 //     a listing keeps no state on the server.
 //   - The WRITE/COMMIT verifier is new at each New, so clients resend
@@ -62,12 +63,14 @@
 // # Limits
 //
 //   - A TCP record longer than the largest valid call (a 1 MiB WRITE) ends
-//     its connection before anything of it is read; call records held from
-//     all TCP connections together, being received or in service, stay
-//     within a fixed budget (sunrpc's receive budget).
-//   - At most Options.MaxConns TCP connections are served (the least
-//     recently active goes to make room), and one with nothing to do for
-//     Options.IdleTimeout (six minutes, as knfsd) is closed.
+//     its connection before anything of it is read; the large parts of call
+//     records held from all TCP connections together, being received or in
+//     service, and RPC-over-RDMA buffers beyond each connection's first
+//     stay within one budget (sunrpc's receive budget).
+//   - At most Options.MaxConns connections are served, TCP and RDMA
+//     together (the least recently active goes to make room), and a TCP
+//     connection with nothing to do for Options.IdleTimeout (six minutes,
+//     as knfsd) is closed.
 //   - CREATE EXCLUSIVE answers NFS3ERR_NOTSUPP; clients fall back to
 //     GUARDED, whose existence check and creation are not atomic.
 package server

@@ -55,6 +55,13 @@ func (s *Server) admit(p *sunrpc.Peer) bool {
 	return false
 }
 
+// largeCalls is the RPC server's LargeCalls: whether an admitted TCP
+// connection's client may send records of more than a few KiB. One calling
+// from an unreserved port of a secure export may not: every call it could
+// make large (a WRITE, a SYMLINK) it would get NFS3ERR_PERM for, so the
+// server does not take its bodies in.
+func (s *Server) largeCalls(p *sunrpc.Peer) bool { return p.Secure || s.opts.Export.Insecure }
+
 // nfsFront is the front of every NFS procedure but NULL: it applies the
 // export's rules (admission, squashing), decodes the arguments and answers
 // what needs no filesystem (malformed arguments, bad handles and names);
@@ -178,8 +185,13 @@ func (s *Server) mountReply(xid uint32, dirpath string) []byte {
 // mountPath turns a MOUNT dirpath (absolute, within the export, which is
 // "/") into a path relative to the export's root: "." for the root itself.
 // Empty components and "." are dropped; ".." is resolved by the confined
-// lookup, which refuses to climb out. A relative path is not an export.
+// lookup, which refuses to climb out. A relative path is not an export,
+// but the empty path is the root, as nfs-utils' mountd takes it (libnfs
+// sends it for nfs://host/file).
 func mountPath(dirpath string) (string, bool) {
+	if dirpath == "" {
+		return ".", true
+	}
 	if !strings.HasPrefix(dirpath, "/") || strings.IndexByte(dirpath, 0) >= 0 {
 		return "", false
 	}

@@ -144,7 +144,14 @@ func (n *node) isLink() bool { return n.st.Mode&unix.S_IFMT == unix.S_IFLNK }
 //
 // A handle of a deleted object is stale, and so is one of an object outside
 // the export (same filesystem, another directory: see beneath).
-func (s *Server) open(fh []byte) (*node, error) {
+func (s *Server) open(fh []byte) (*node, error) { return s.openNode(fh, false) }
+
+// openDirNode is open for a handle that must be a directory's: any other
+// is stale before its place is looked for. Directories are placed by
+// /proc or a walk up, never by a hint or a search.
+func (s *Server) openDirNode(fh []byte) (*node, error) { return s.openNode(fh, true) }
+
+func (s *Server) openNode(fh []byte, dirOnly bool) (*node, error) {
 	if bytes.Equal(fh, s.rootHandle) {
 		n := &node{fd: s.rootfd, fh: s.rootHandle, root: true}
 		if err := statFD(s.rootfd, &n.st); err != nil {
@@ -161,7 +168,7 @@ func (s *Server) open(fh []byte) (*node, error) {
 		return nil, fmt.Errorf("%w: %w", errStale, err)
 	}
 	n := &node{fd: fd, fh: fh}
-	if err := statFD(fd, &n.st); err != nil || n.st.Nlink == 0 || s.isRoot(&n.st) {
+	if err := statFD(fd, &n.st); err != nil || n.st.Nlink == 0 || s.isRoot(&n.st) || dirOnly && !n.isDir() {
 		// The root's own handle is the one compared above; another
 		// encoding of it is not ours.
 		n.close()
@@ -312,14 +319,11 @@ func (s *Server) openDir(dfh []byte) (int, error) {
 	if bytes.Equal(dfh, s.rootHandle) {
 		return unix.Openat(s.rootfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	}
-	n, err := s.open(dfh)
+	n, err := s.openDirNode(dfh)
 	if err != nil {
 		return -1, err
 	}
 	defer n.close()
-	if !n.isDir() {
-		return -1, unix.ENOTDIR
-	}
 	return unix.Open(procFD(n.fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -19,13 +20,19 @@ type hintCache struct {
 }
 
 type hint struct {
-	dir  []byte // the directory's handle
+	dir  []byte // the directory's handle, the cache's own copy
 	name string
 }
 
 const maxHints = 1 << 16
 
+// put records that fh was given out as name in the directory of handle
+// dir. It copies dir: the handles of a call's arguments are views of its
+// record, which the next call overwrites. (A hint kept as such a view came
+// to name the file itself as its directory, and every open of the file
+// opened it again through its hint, without end.)
 func (c *hintCache) put(fh, dir []byte, name string) {
+	dir = bytes.Clone(dir)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -55,18 +62,19 @@ func (c *hintCache) drop(fh []byte) {
 
 // check reports whether the hint of n's handle places n inside the export:
 // its directory opens (and lies inside the export) and the name in it is n's
-// inode.
+// inode. The directory is opened as one (openDirNode): a directory needs
+// no hint to be placed, so checking a hint never consults another.
 func (c *hintCache) check(s *Server, n *node) bool {
 	h, ok := c.get(n.fh)
 	if !ok {
 		return false
 	}
-	dir, err := s.open(h.dir)
+	dir, err := s.openDirNode(h.dir)
 	if err != nil {
 		return false
 	}
 	defer dir.close()
-	return dir.isDir() && s.sameInode(dir.fd, h.name, &n.st)
+	return s.sameInode(dir.fd, h.name, &n.st)
 }
 
 // remember records the hint for a file's handle given out as name in dir;

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 func TestCreateWriteReadCommit(t *testing.T) {
@@ -76,5 +77,37 @@ func TestCreateWriteReadCommit(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(root, "shared")); err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSetgid == 0 {
 		t.Fatalf("MKDIR made %v, %v", fi.Mode(), err)
+	}
+}
+
+// TestWriteCountMismatch: a WRITE whose count disagrees with the length of
+// its data is GARBAGE_ARGS, as knfsd answers it (nfs3svc_decode_writeargs),
+// and writes nothing; before, the server wrote the shorter of the two and
+// answered OK.
+func TestWriteCountMismatch(t *testing.T) {
+	root := exportDir(t)
+	_, addr := startServer(t, Options{Root: root, Export: trusted})
+	c := dialServer(t, addr)
+	rootFH := c.root()
+	st, fh := c.create(asRoot, rootFH, "f", 0, 0o644)
+	if st != nfs3.OK {
+		t.Fatalf("CREATE: %d", st)
+	}
+	for _, count := range []uint32{3, 9, 1 << 20} {
+		a := fhArg(fh)
+		a.Uint64(0)
+		a.Uint32(count)
+		a.Uint32(uint32(nfs3.FileSync))
+		a.Opaque([]byte("hello"))
+		rep := c.call(nfs3.Program, nfs3.Version, nfs3.ProcWrite, asRoot, a.Buf)
+		if rep.replyStat != sunrpc.MsgAccepted || rep.stat != uint32(sunrpc.GarbageArgs) {
+			t.Errorf("WRITE of count %d with 5 bytes of data: %+v, want GARBAGE_ARGS", count, rep)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); len(got) != 0 {
+		t.Errorf("WRITEs refused as garbage left %q in the file", got)
+	}
+	if w := c.write(asRoot, fh, 0, []byte("hello"), nfs3.FileSync); w.status != nfs3.OK || w.count != 5 {
+		t.Fatalf("WRITE whose count matches its data: %+v", w)
 	}
 }

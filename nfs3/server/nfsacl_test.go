@@ -46,9 +46,9 @@ func dialACL(t *testing.T, addr string) *aclTestClient {
 	t.Cleanup(func() { tr.Close() })
 	cfg := sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth, Timeout: 5 * time.Second, Soft: true}
 	rpc := sunrpc.NewClient(tr, cfg)
-	c := &aclTestClient{nfs: nfs3.NewClient(rpc), root: root}
+	c := &aclTestClient{nfs: nfs3.NewClient(rpc, nfs3.ClientConfig{}), root: root}
 	cfg.Prog, cfg.Vers = acl.Program, acl.Version
-	c.acl = nfs3.NewACLClient(rpc.Sibling(cfg))
+	c.acl = nfs3.NewACLClient(rpc.Sibling(cfg), nfs3.ClientConfig{})
 	return c
 }
 

@@ -24,9 +24,9 @@ type Options struct {
 	ReadOnly bool
 	Export   Export // security options (knfsd's exports(5) defaults when zero)
 	Workers  int    // calls served at once per connection; 0 = DefaultWorkers
-	// MaxConns bounds the TCP connections served at once; when a new one
-	// comes, the least recently active goes, as knfsd does. 0 means
-	// DefaultMaxConns.
+	// MaxConns bounds the connections served at once, TCP and RDMA
+	// (svcrdma's sessions) together; when a new one comes, the least
+	// recently active goes, as knfsd does. 0 means DefaultMaxConns.
 	MaxConns int
 	// IdleTimeout closes a TCP connection that sent nothing and has no call
 	// in service for that long; 0 means DefaultIdleTimeout, < 0 never.
@@ -114,7 +114,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.rpc = sunrpc.NewServer(sunrpc.ServerConfig{Workers: opts.Workers, MaxRecord: maxRecord, MaxConns: opts.MaxConns,
-		IdleTimeout: opts.IdleTimeout, Admit: s.admit, Logf: opts.Logf})
+		IdleTimeout: opts.IdleTimeout, Admit: s.admit, LargeCalls: s.largeCalls, Logf: opts.Logf})
 	s.register(s.rpc)
 	return s, nil
 }

@@ -7,6 +7,11 @@
 // read from the wire is checked against what remains in the buffer before it
 // is used, so a hostile message can neither read past its end nor make the
 // decoder allocate.
+//
+// A Decoder's Opaque, Fixed and Rest return views of its buffer, not
+// copies: what outlives the message must be copied. Scrub, which the
+// pools of receive buffers call, catches a view kept too long in builds
+// with the rdmafs_scrub tag (scrub.go).
 package xdr
 
 import (

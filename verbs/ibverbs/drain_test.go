@@ -87,8 +87,7 @@ func TestDrainWhilePolling(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	polled := make(chan int, 1)
-	orig := postDrainMarker
-	postDrainMarker = func(c *conn) bool {
+	client.(*conn).postMarker = func(c *conn) bool {
 		go func() {
 			wcs := make([]verbs.Completion, 4)
 			n, _ := client.Poll(wcs)
@@ -97,7 +96,6 @@ func TestDrainWhilePolling(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // Poll takes cqMu and waits for sendMu
 		return false
 	}
-	defer func() { postDrainMarker = orig }()
 
 	disconnected := make(chan struct{})
 	go func() {

@@ -88,6 +88,10 @@ type conn struct {
 	idGone bool       // Close is destroying the id
 
 	wg sync.WaitGroup
+
+	// postMarker, if set, replaces postDrainMarker: a test's hook, to
+	// make the device refuse the marker at a chosen moment.
+	postMarker func(c *conn) bool
 }
 
 // newConn makes the completion channel, CQ and QP of a connection on id.

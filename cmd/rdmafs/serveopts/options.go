@@ -32,7 +32,7 @@ type Options struct {
 	RDMAPort    int                // rdmaport=: where, for proto=rdma; 0 picks a free one
 	Provider    mountopts.Provider // provider=: the verbs provider for proto=rdma
 	Export      server.Export      // knfsd's export options
-	MaxConns    int                // max_connections=: TCP connections at once
+	MaxConns    int                // max_connections=: connections at once, TCP and RDMA
 	IdleTimeout time.Duration      // idle_timeout=: < 0 never
 }
 

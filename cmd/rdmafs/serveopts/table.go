@@ -95,7 +95,7 @@ var table = []option{
 		func(o *Options) *bool { return &o.Export.AllSquash }),
 	anonID(),
 	clients(),
-	number(sectionExport, "max_connections", "TCP connections at once; a new one closes the least recently active",
+	number(sectionExport, "max_connections", "connections at once, TCP and RDMA together; a new one closes the least recently active",
 		1, 1<<16, func(o *Options) *int { return &o.MaxConns }),
 	idleTimeout(),
 }

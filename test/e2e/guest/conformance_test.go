@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/test/e2e/difftest"
 	"github.com/rdmafs/rdmafs/test/e2e/exerciser"
+	"github.com/rdmafs/rdmafs/test/seed"
 )
 
 // The client's conformance, with the kernel NFS client as the oracle: the
@@ -97,25 +98,12 @@ func runScript(t *testing.T, c difftest.Case, mnt, rel string) []difftest.Result
 	return run.Script(c.Ops)
 }
 
-// diffSeed is the seed of a test's random scripts or operations:
-// RDMAFS_DIFF_SEED replays one; RDMAFS_DIFF_SEED=random draws a new one
-// (make e2e-soak does, to look for new differences); unset, the test uses
-// fixed, the seed it has in `make e2e`, so that CI checks the same scripts
-// every time and a failure there is a change in rdmafs, not a new draw.
-func diffSeed(t *testing.T, fixed uint64) uint64 {
-	switch s := os.Getenv("RDMAFS_DIFF_SEED"); s {
-	case "":
-		return fixed
-	case "random":
-		return uint64(time.Now().UnixNano())
-	default:
-		seed, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("RDMAFS_DIFF_SEED=%q: %v", s, err)
-		}
-		return seed
-	}
-}
+// diffSeedEnv names the seed of a test's random scripts or operations:
+// it replays one; diffSeedEnv=random draws a new one (make e2e-soak does,
+// to look for new differences); unset, the test uses the seed it has in
+// `make e2e` (below), so that CI checks the same scripts every time and a
+// failure there is a change in rdmafs, not a new draw.
+const diffSeedEnv = "RDMAFS_DIFF_SEED"
 
 // The seeds of `make e2e`, each drawn once and seen to pass.
 const (
@@ -169,15 +157,14 @@ func differential(t *testing.T, ref string, under map[string]string, known []dif
 	}
 	base := fmt.Sprintf("diff-%d", time.Now().UnixNano())
 	shared(t, ref, base)
-	seed := diffSeed(t, fixedSeed)
-	t.Logf("random scripts from seed %d (replay: RDMAFS_DIFF_SEED=%d)", seed, seed)
+	s := seed.Fixed(t, diffSeedEnv, fixedSeed) // of the random scripts
 	scripts := 2
 	if n, err := strconv.Atoi(os.Getenv("RDMAFS_DIFF_SCRIPTS")); err == nil && n > 0 {
 		scripts = n
 	}
 	cases := difftest.Cases()
 	for i := range scripts {
-		cases = append(cases, difftest.Random(seed+uint64(i), 300))
+		cases = append(cases, difftest.Random(s+uint64(i), 300))
 	}
 	for i, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
@@ -219,7 +206,7 @@ func mapValues(m map[string]string) []string {
 // rdmafs's over RDMA.
 func TestExerciserKnfsd(t *testing.T) {
 	e := lab(t)
-	seed := diffSeed(t, exerciserSeed)
+	s := seed.Fixed(t, diffSeedEnv, exerciserSeed)
 	ops := 4000
 	if n, err := strconv.Atoi(os.Getenv("RDMAFS_EXERCISER_OPS")); err == nil && n > 0 {
 		ops = n
@@ -234,9 +221,9 @@ func TestExerciserKnfsd(t *testing.T) {
 				a, b = mountRdmafs(t, e, "proto="+proto+",vers=3"), mountRdmafs(t, e, "proto="+proto+",vers=3")
 			}
 			dir := fmt.Sprintf("exerciser-%s-%d", client, time.Now().UnixNano())
-			t.Logf("seed %d, %d operations (replay: RDMAFS_DIFF_SEED=%d)", seed, ops, seed)
+			t.Logf("seed %d, %d operations", s, ops)
 			start := time.Now()
-			if err := exerciser.Run(exerciser.Config{Mounts: []string{a, b}, Dir: dir, Seed: seed, Ops: ops}); err != nil {
+			if err := exerciser.Run(exerciser.Config{Mounts: []string{a, b}, Dir: dir, Seed: s, Ops: ops}); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%d operations in %v", ops, time.Since(start).Round(time.Millisecond))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // The checkout's Makefile and man page: run-tests.sh sets LAB_ROOT.
@@ -85,13 +87,17 @@ func TestInstallFstab(t *testing.T) {
 	for proto, mnt := range mnts {
 		checkFstabMount(t, e, proto, mnt, "mount -a")
 		run(t, time.Minute, "umount", mnt)
-		waitUnmounted(t, mnt)
+		if !e2etest.Unmounted(mnt, 30*time.Second) {
+			t.Fatalf("%s is still mounted 30 s after umount", mnt)
+		}
 	}
 	for proto, mnt := range mnts {
 		run(t, 2*time.Minute, "mount", mnt)
 		checkFstabMount(t, e, proto, mnt, "mount "+mnt)
 		run(t, time.Minute, "umount", mnt)
-		waitUnmounted(t, mnt)
+		if !e2etest.Unmounted(mnt, 30*time.Second) {
+			t.Fatalf("%s is still mounted 30 s after umount", mnt)
+		}
 	}
 }
 
@@ -99,7 +105,7 @@ func TestInstallFstab(t *testing.T) {
 // proto, and that a file written through it reaches the server.
 func checkFstabMount(t *testing.T, e labEnv, proto, mnt, how string) {
 	t.Helper()
-	fstype, source, ok := mountInfo(t, mnt)
+	fstype, source, ok := e2etest.MountInfo(mnt)
 	if !ok || fstype != "fuse.rdmafs" || source != e.Addr+":"+e.Export {
 		t.Fatalf("%s: %s is %q of %q (mounted %v), want fuse.rdmafs of %s:%s", how, mnt, fstype, source, ok, e.Addr, e.Export)
 	}
@@ -117,15 +123,4 @@ func checkFstabMount(t *testing.T, e labEnv, proto, mnt, how string) {
 		t.Fatalf("%s: the server has %q (%v), want %q", how, got, err, data)
 	}
 	os.Remove(filepath.Join(e.Export, name))
-}
-
-// waitUnmounted waits until mnt is no longer a mount point.
-func waitUnmounted(t *testing.T, mnt string) {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(100 * time.Millisecond) {
-		if _, _, ok := mountInfo(t, mnt); !ok {
-			return
-		}
-	}
-	t.Fatalf("%s is still mounted 30 s after umount", mnt)
 }

@@ -1,12 +1,10 @@
 package guest
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -14,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -78,31 +76,6 @@ func mountPoint(t testing.TB, name string) string {
 	return dir
 }
 
-// mountInfo returns the file-system type and source of the mount on dir, or
-// ok false if nothing is mounted there.
-func mountInfo(t testing.TB, dir string) (fstype, source string, ok bool) {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatalf("mountinfo: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || fields[4] != dir {
-			continue
-		}
-		for i, f := range fields {
-			if f == "-" && i+2 < len(fields) {
-				fstype, source, ok = fields[i+1], fields[i+2], true
-			}
-		}
-	}
-	return fstype, source, ok
-}
-
 // mountKernel mounts the export with the kernel NFSv3 client over proto (tcp
 // or rdma) and unmounts it when the test ends.
 func mountKernel(t testing.TB, e labEnv, proto string) string {
@@ -115,33 +88,11 @@ func mountKernel(t testing.TB, e labEnv, proto string) string {
 	start := time.Now()
 	run(t, 2*time.Minute, "mount", "-t", "nfs", "-o", opts, e.Addr+":"+e.Export, dir)
 	t.Logf("mount -t nfs -o %s %s:%s %s: %v", opts, e.Addr, e.Export, dir, time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() { unmount(t, dir, "umount", dir) })
-	if fstype, _, ok := mountInfo(t, dir); !ok || fstype != "nfs" {
+	t.Cleanup(func() { e2etest.Unmount(t, dir, "umount", dir); os.Remove(dir) })
+	if fstype, _, ok := e2etest.MountInfo(dir); !ok || fstype != "nfs" {
 		t.Fatalf("after mount, %s has fstype %q (mounted %v), want nfs", dir, fstype, ok)
 	}
 	return dir
-}
-
-// unmount runs the unmount command and checks that dir is no longer a mount point.
-func unmount(t testing.TB, dir string, cmd ...string) {
-	t.Helper()
-	var out []byte
-	var err error
-	for try := 0; try < 10; try++ { // EBUSY right after the last close is possible
-		if out, err = exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	if err != nil {
-		t.Errorf("%s: %v: %s", strings.Join(cmd, " "), err, out)
-		exec.Command("umount", "-l", dir).Run()
-	}
-	if _, _, ok := mountInfo(t, dir); ok {
-		t.Errorf("%s is still mounted after %s", dir, strings.Join(cmd, " "))
-		return
-	}
-	os.Remove(dir)
 }
 
 // xprt returns the transport of the mount on dir from /proc/self/mountstats
@@ -184,28 +135,6 @@ func rxePackets(t testing.TB, e labEnv) (sent, rcvd uint64) {
 	return read("sent_pkts"), read("rcvd_pkts")
 }
 
-// dropCaches writes back and drops the page cache, so that reads go to the server.
-func dropCaches(t testing.TB) {
-	t.Helper()
-	syscall.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
-		t.Fatalf("drop_caches: %v", err)
-	}
-}
-
-func fileSum(p string) (workload.Sum, int64, error) {
-	var s workload.Sum
-	f, err := os.Open(p)
-	if err != nil {
-		return s, 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	h.Sum(s[:0])
-	return s, n, err
-}
-
 // bigFile writes a random file of size bytes through mnt, checks it on the
 // server, drops the caches and reads it back through mnt.
 func bigFile(t *testing.T, e labEnv, mnt string, size int) {
@@ -242,9 +171,9 @@ func bigFile(t *testing.T, e labEnv, mnt string, size int) {
 	if err := workload.DirChecker(e.Export)(name, want); err != nil {
 		t.Errorf("server side: %v", err)
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	start = time.Now()
-	got, n, err := fileSum(p)
+	got, n, err := e2etest.SumFile(p)
 	if err != nil {
 		t.Fatalf("read back %s: %v", p, err)
 	}

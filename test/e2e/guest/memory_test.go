@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // Memory an RDMA mount pins, on rxe, where registration pins for real
@@ -25,7 +27,8 @@ func TestRdmafsRDMAPinnedMemory(t *testing.T) {
 	e := lab(t)
 	m := startRdmafs(t, e, "proto=rdma,vers=3")
 	t.Cleanup(func() {
-		unmount(t, m.dir, "fusermount3", "-u", m.dir)
+		e2etest.Unmount(t, m.dir, "fusermount3", "-u", m.dir)
+		os.Remove(m.dir)
 		m.wait(t, 30*time.Second)
 		if t.Failed() {
 			t.Logf("rdmafs output:\n%s", m.out)
@@ -49,7 +52,7 @@ func TestRdmafsRDMAPinnedMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	var peak uint64
 	var mu sync.Mutex
 	stop := make(chan struct{})
@@ -123,7 +126,7 @@ func TestRdmafsRDMAMemLock(t *testing.T) {
 		<-done
 		t.Fatalf("rdmafs under a 1 MiB RLIMIT_MEMLOCK still runs after 2 minutes; output:\n%s", out)
 	}
-	if _, _, ok := mountInfo(t, dir); ok {
+	if _, _, ok := e2etest.MountInfo(dir); ok {
 		exec.Command("fusermount3", "-u", dir).Run()
 		t.Fatalf("mounted under a 1 MiB RLIMIT_MEMLOCK; output:\n%s", out)
 	}

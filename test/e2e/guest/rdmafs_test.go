@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -70,7 +71,7 @@ func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 			t.Fatalf("%s exited before mounting: %v; output:\n%s", m.cmd, err, m.out)
 		case <-time.After(100 * time.Millisecond):
 		}
-		fstype, _, ok := mountInfo(t, m.dir)
+		fstype, _, ok := e2etest.MountInfo(m.dir)
 		mounted = ok && strings.HasPrefix(fstype, "fuse")
 	}
 	if !mounted {
@@ -111,7 +112,8 @@ func mountRdmafs(t *testing.T, e labEnv, opts string) string {
 	t.Helper()
 	m := startRdmafs(t, e, opts)
 	t.Cleanup(func() {
-		unmount(t, m.dir, "fusermount3", "-u", m.dir)
+		e2etest.Unmount(t, m.dir, "fusermount3", "-u", m.dir)
+		os.Remove(m.dir)
 		if err := m.wait(t, daemonExit); err != nil {
 			t.Errorf("rdmafs exited with %v after unmount; output:\n%s", err, m.out)
 		}
@@ -166,14 +168,15 @@ func testRdmafs(t *testing.T, e labEnv, opts, peerProto string) {
 		bin := rdmafsBin(t, e)
 		dir := mountPoint(t, "rdmafs-daemon")
 		run(t, time.Minute, bin, "-o", opts, e.Addr+":"+e.Export, dir)
-		if fstype, _, ok := mountInfo(t, dir); !ok || !strings.HasPrefix(fstype, "fuse") {
+		if fstype, _, ok := e2etest.MountInfo(dir); !ok || !strings.HasPrefix(fstype, "fuse") {
 			exec.Command("fusermount3", "-u", dir).Run()
 			t.Fatalf("rdmafs returned, but %s is not a FUSE mount (fstype %q)", dir, fstype)
 		}
 		if _, err := os.ReadDir(dir); err != nil {
 			t.Errorf("readdir of the daemon's mount: %v", err)
 		}
-		unmount(t, dir, "fusermount3", "-u", dir)
+		e2etest.Unmount(t, dir, "fusermount3", "-u", dir)
+		os.Remove(dir)
 	})
 }
 

@@ -2,8 +2,6 @@ package guest
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -92,7 +91,7 @@ func mountKernelOnServe(t *testing.T, e labEnv, port string, rdmaPort int, proto
 		opts = fmt.Sprintf("vers=3,proto=rdma,port=%d,mountport=%s,mountproto=tcp,nolock", rdmaPort, port)
 	}
 	run(t, 2*time.Minute, "mount", "-t", "nfs", "-o", opts, e.Addr+":/", mnt)
-	t.Cleanup(func() { unmount(t, mnt, "umount", mnt) })
+	t.Cleanup(func() { e2etest.Unmount(t, mnt, "umount", mnt); os.Remove(mnt) })
 	if x := xprt(t, mnt); !strings.HasPrefix(x, proto) {
 		t.Fatalf("kernel mount of rdmafs serve: xprt %q, want %s", x, proto)
 	}
@@ -155,31 +154,18 @@ func TestRdmafsRDMAKnfsdRestart(t *testing.T) {
 		dd.Process.Kill()
 		t.Fatal("the write did not finish after knfsd came back")
 	}
-	want, got := sum(t, src), sum(t, serverCopy)
-	if want != got {
-		t.Fatalf("server copy has sha256 %s, written %s", got, want)
+	want, _ := e2etest.FileSum(t, src)
+	if got, _ := e2etest.FileSum(t, serverCopy); want != got {
+		t.Fatalf("server copy has sha256 %x, written %x", got, want)
 	}
-	unmount(t, mnt, "fusermount3", "-u", mnt)
+	e2etest.Unmount(t, mnt, "fusermount3", "-u", mnt)
+	os.Remove(mnt)
 	if err := m.wait(t, 10*time.Second); err != nil {
 		t.Errorf("rdmafs exited with %v after unmount", err)
 	}
 	if strings.Contains(m.out.String(), "to destroy the queue pair") {
 		t.Errorf("destroying a queue pair took long:\n%s", m.out)
 	}
-}
-
-func sum(t *testing.T, p string) string {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // TestRdmafsUnmountDeadServer stops knfsd for good under a hard RDMA mount
@@ -193,7 +179,7 @@ func TestRdmafsUnmountDeadServer(t *testing.T) {
 	m := startRdmafs(t, e, "proto=rdma,vers=3,hard,timeo=10,retrans=2")
 	big := filepath.Join(m.dir, fmt.Sprintf("unmount-big-%d", time.Now().UnixNano()))
 	run(t, time.Minute, "dd", "if=/dev/urandom", "of="+big, "bs=1M", "count=64", "conv=fsync", "status=none")
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	held := filepath.Join(m.dir, fmt.Sprintf("unmount-held-%d", time.Now().UnixNano()))
 	// The writer opens its file while the server is there and writes
 	// once it is gone: the data waits in rdmafs, and the close blocks.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // The tests of this file hold POSIX ACLs through an rdmafs mount of
@@ -233,7 +235,7 @@ func TestACLServerWithoutNFSACL(t *testing.T) {
 	if out, err := exec.Command(rdmafsBin, "-o", opts, "127.0.0.1:/", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount with acl of a server without NFSACL: %v: %s", err, out)
 	}
-	t.Cleanup(func() { unmount(t, mnt) })
+	t.Cleanup(func() { e2etest.Unmount(t, mnt) })
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the mount took %v", d)
 	}
@@ -277,7 +279,7 @@ func TestACLLargeOverRDMA(t *testing.T) {
 	if strings.Count(want, "\nuser:") != 480 {
 		t.Fatalf("the server's file has %d named users, want 480", strings.Count(want, "\nuser:"))
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	if got := entries(t, p); got != want {
 		t.Fatalf("getfacl through the mount differs from the server's file (%d and %d bytes)", len(got), len(want))
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -59,22 +60,6 @@ func writeRandomFile(path string, seed uint64, n int64) ([32]byte, error) {
 	return [32]byte(h.Sum(nil)), nil
 }
 
-// fileSum returns the SHA-256 and size of the file at path.
-func fileSum(t *testing.T, path string) ([32]byte, int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	return [32]byte(h.Sum(nil)), n
-}
-
 // TestGiBFile writes 1 GiB through the mount and reads it back, after the
 // kernel dropped its cache, with the checksum it had when written; the
 // server's copy has it too.
@@ -84,11 +69,11 @@ func TestGiBFile(t *testing.T) {
 	mnt := s.mount(t)
 	const size = 1 << 30
 	want := writeRandom(t, filepath.Join(mnt, "big"), 1, size)
-	if got, n := fileSum(t, filepath.Join(s.dir, "big")); got != want || n != size {
+	if got, n := e2etest.FileSum(t, filepath.Join(s.dir, "big")); got != want || n != size {
 		t.Fatalf("server copy: %d bytes, sha256 %x, want %d bytes %x", n, got[:8], int64(size), want[:8])
 	}
-	dropCaches(t)
-	if got, n := fileSum(t, filepath.Join(mnt, "big")); got != want || n != size {
+	e2etest.DropCaches(t)
+	if got, n := e2etest.FileSum(t, filepath.Join(mnt, "big")); got != want || n != size {
 		t.Fatalf("read back: %d bytes, sha256 %x, want %x", n, got[:8], want[:8])
 	}
 }
@@ -109,13 +94,13 @@ func TestConcurrentWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	for i := range writers {
 		name := fmt.Sprintf("w%d", i)
-		if got, n := fileSum(t, filepath.Join(s.dir, name)); got != sums[i] || n != size {
+		if got, n := e2etest.FileSum(t, filepath.Join(s.dir, name)); got != sums[i] || n != size {
 			t.Errorf("server copy of %s: %d bytes, wrong content", name, n)
 		}
-		if got, _ := fileSum(t, filepath.Join(mnt, name)); got != sums[i] {
+		if got, _ := e2etest.FileSum(t, filepath.Join(mnt, name)); got != sums[i] {
 			t.Errorf("%s read back wrong", name)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // TestBadOptions: every bad option is one clear line naming it, exit
@@ -29,7 +31,7 @@ func TestBadOptions(t *testing.T) {
 		if code != 2 || len(lines) != 1 || !strings.Contains(out, c.want) {
 			t.Errorf("-o %s: exit %d, output %q; want exit 2 and one line naming %q", c.opts, code, out, c.want)
 		}
-		if mounted(mnt) {
+		if e2etest.Mounted(mnt) {
 			t.Fatalf("-o %s left %s mounted", c.opts, mnt)
 		}
 	}
@@ -74,9 +76,9 @@ func TestBadServer(t *testing.T) {
 		if code == 0 || !strings.Contains(out, c.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 			t.Errorf("%s: exit %d, output %q; want a non-zero exit and one line with %q", c.name, code, out, c.want)
 		}
-		if mounted(mnt) {
+		if e2etest.Mounted(mnt) {
 			t.Errorf("%s: left %s mounted", c.name, mnt)
-			unmount(t, mnt)
+			e2etest.Unmount(t, mnt)
 		}
 		t.Logf("%s: exit %d after %v: %s", c.name, code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
 	}

@@ -4,23 +4,10 @@ import (
 	"os"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/rdmafs/rdmafs/test/e2e/exerciser"
+	"github.com/rdmafs/rdmafs/test/seed"
 )
-
-// exerciserSeed is the seed of the random file exerciser: the
-// RDMAFS_EXERCISER_SEED environment variable replays a failure.
-func exerciserSeed(t *testing.T) uint64 {
-	if s := os.Getenv("RDMAFS_EXERCISER_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("RDMAFS_EXERCISER_SEED=%q: %v", s, err)
-		}
-		return seed
-	}
-	return uint64(time.Now().UnixNano())
-}
 
 // exerciserOps is the length of a run; RDMAFS_EXERCISER_OPS changes it.
 func exerciserOps() int {
@@ -42,9 +29,8 @@ func TestExerciser(t *testing.T) {
 		t.Run(proto.name, func(t *testing.T) {
 			s := startServer(t, "", 0, append(proto.serve, "no_root_squash")...)
 			a, b := s.mount(t), s.mount(t)
-			seed := exerciserSeed(t)
-			t.Logf("seed %d (replay: RDMAFS_EXERCISER_SEED=%d go test ./test/e2e/host -run 'TestExerciser/%s')", seed, seed, proto.name)
-			cfg := exerciser.Config{Mounts: []string{a, b}, Dir: "exerciser", Seed: seed, Ops: exerciserOps()}
+			// RDMAFS_EXERCISER_SEED replays a failure.
+			cfg := exerciser.Config{Mounts: []string{a, b}, Dir: "exerciser", Seed: seed.New(t, "RDMAFS_EXERCISER_SEED"), Ops: exerciserOps()}
 			if os.Getenv("RDMAFS_EXERCISER_VERBOSE") != "" {
 				cfg.Logf = t.Logf
 			}

@@ -25,6 +25,7 @@ import (
 	gonfs "github.com/willscott/go-nfs"
 	gonfshelpers "github.com/willscott/go-nfs/helpers"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -111,7 +112,7 @@ func mountGoNFS(t *testing.T, port int) string {
 	if out, err := exec.Command(rdmafsBin, "-o", opts, "127.0.0.1:/", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v: %s", err, out)
 	}
-	t.Cleanup(func() { unmount(t, mnt) })
+	t.Cleanup(func() { e2etest.Unmount(t, mnt) })
 	return mnt
 }
 

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // helperPath is where mount(8), through mount.fuse3, finds rdmafs: it runs
@@ -55,7 +57,7 @@ func TestMountHelperAndFstab(t *testing.T) {
 	if out, err := exec.Command("mount", "--fstab", fstab, mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount from fstab line %q: %v: %s", line, err, out)
 	}
-	defer unmount(t, mnt)
+	defer e2etest.Unmount(t, mnt)
 	if got := read(t, filepath.Join(mnt, "hello")); got != "from the server" {
 		t.Errorf("through the fstab mount: %q", got)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 func write(t *testing.T, path, data string) {
@@ -281,7 +283,7 @@ func TestErrnos(t *testing.T) {
 	if err := os.Remove(filepath.Join(s.dir, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	_, err = f.ReadAt(make([]byte, 4), 0)
 	wantErrno(t, "read of a file removed on the server", err, syscall.ESTALE)
 }
@@ -304,7 +306,7 @@ func TestUnlinkOpenFile(t *testing.T) {
 	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("stat after unlink: %v", err)
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	buf := make([]byte, 10)
 	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "still here" {
 		t.Errorf("read after unlink: %q %v", buf, err)
@@ -377,7 +379,7 @@ func TestUnlinkWithDupOpen(t *testing.T) {
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	buf := make([]byte, 6)
 	if _, err := g.ReadAt(buf, 0); err != nil || string(buf) != "shared" {
 		t.Errorf("read through the duplicate after unlink: %q %v", buf, err)

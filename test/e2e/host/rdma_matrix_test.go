@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -110,7 +111,7 @@ func testServerKilled(t *testing.T, memreg, mode, op string) {
 	name := filepath.Join(mnt, "f")
 	if op == "read" {
 		writeRandom(t, filepath.Join(s.dir, "f"), 5, size)
-		dropCaches(t)
+		e2etest.DropCaches(t)
 	}
 	var out bytes.Buffer
 	var prog *exec.Cmd
@@ -144,7 +145,7 @@ func testServerKilled(t *testing.T, memreg, mode, op string) {
 	}
 	var want string
 	if op == "read" {
-		sum, _ := fileSum(t, filepath.Join(s.dir, "f"))
+		sum, _ := e2etest.FileSum(t, filepath.Join(s.dir, "f"))
 		want = hex.EncodeToString(sum[:])
 	}
 
@@ -162,7 +163,7 @@ func testServerKilled(t *testing.T, memreg, mode, op string) {
 		}
 		got := strings.Fields(out.String())
 		if op == "write" {
-			sum, n := fileSum(t, filepath.Join(s.dir, "f"))
+			sum, n := e2etest.FileSum(t, filepath.Join(s.dir, "f"))
 			want = hex.EncodeToString(sum[:])
 			if n != size {
 				t.Fatalf("server copy has %d bytes, want %d", n, size)

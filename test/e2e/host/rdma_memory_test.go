@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // idlePinLimit is the most an idle RDMA mount may register (pin).
@@ -40,7 +42,7 @@ func TestRDMARegisteredMemory(t *testing.T) {
 	}
 
 	// Parallel cold reads keep many 1 MiB READs in flight.
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, files)
 	for i := range files {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -107,7 +108,7 @@ func serveSecure(t *testing.T, s *server) {
 		t.Errorf("the server has %q", got)
 	}
 	checkRDMAStats(t, mnt)
-	unmount(t, mnt)
+	e2etest.Unmount(t, mnt)
 	s.stop() // its log is whole once it has exited
 	if !strings.Contains(s.log.String(), "unreserved source port") {
 		t.Errorf("the server's log does not say why it refused the MOUNT: %s", s.log)
@@ -230,8 +231,8 @@ func wantMountError(t *testing.T, opts, want string) {
 	if d > 5*time.Second {
 		t.Errorf("mount -o %s took %v to fail", opts, d)
 	}
-	if mounted(mnt) {
+	if e2etest.Mounted(mnt) {
 		t.Errorf("mount -o %s failed but left %s mounted", opts, mnt)
-		unmount(t, mnt)
+		e2etest.Unmount(t, mnt)
 	}
 }

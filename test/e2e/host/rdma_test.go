@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
 )
 
@@ -28,11 +29,11 @@ func TestRDMAGiBFile(t *testing.T) {
 	mnt := s.mount(t)
 	const size = 1 << 30
 	want := writeRandom(t, filepath.Join(mnt, "big"), 3, size)
-	if got, n := fileSum(t, filepath.Join(s.dir, "big")); got != want || n != size {
+	if got, n := e2etest.FileSum(t, filepath.Join(s.dir, "big")); got != want || n != size {
 		t.Fatalf("server copy: %d bytes, sha256 %x, want %x", n, got[:8], want[:8])
 	}
-	dropCaches(t)
-	if got, n := fileSum(t, filepath.Join(mnt, "big")); got != want || n != size {
+	e2etest.DropCaches(t)
+	if got, n := e2etest.FileSum(t, filepath.Join(mnt, "big")); got != want || n != size {
 		t.Fatalf("read back: %d bytes, sha256 %x, want %x", n, got[:8], want[:8])
 	}
 	f := checkRDMAStats(t, mnt)
@@ -62,7 +63,7 @@ var rdmaFields = []string{"port", "bind_count", "connect_count", "connect_time",
 	"total_rdma_request", "total_rdma_reply", "pullup_copy_count", "fixup_copy_count", "hardway_register_count",
 	"failed_marshal_count", "bad_reply_count", "nomsg_call_count", "mrs_recycled", "mrs_orphaned", "mrs_allocated",
 	"local_inv_needed", "empty_sendctx_q", "reply_waits_for_send", "payload_copies", "registered_bytes",
-	"registered_peak_bytes"}
+	"registered_peak_bytes", "credits_granted"}
 
 // checkRDMAStats reads the mount's xprt line, checks it is RPC-over-RDMA
 // with no failure counted, and returns its fields.
@@ -110,7 +111,7 @@ func TestRDMANoDevice(t *testing.T) {
 	if code != 32 || !strings.Contains(out, "no RDMA device") || !strings.Contains(out, "provider=soft") {
 		t.Errorf("exit %d, output %q: want 32 and an error naming provider=soft", code, out)
 	}
-	if mounted(mnt) {
+	if e2etest.Mounted(mnt) {
 		t.Error("left mounted")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // TestServerRestartDuringWrite kills `rdmafs serve` in the middle of a
@@ -70,12 +72,12 @@ func testRestartDuringWrite(t *testing.T, s *server, restart func() *server) {
 		if r.err != nil {
 			t.Fatalf("write across the restart: %v", r.err)
 		}
-		got, n := fileSum(t, serverCopy)
+		got, n := e2etest.FileSum(t, serverCopy)
 		if hex.EncodeToString(got[:]) != r.sum || n != size {
 			t.Fatalf("server copy: %d bytes, sha256 %x, want %d bytes %s", n, got, int64(size), r.sum)
 		}
-		dropCaches(t)
-		if got, _ := fileSum(t, filepath.Join(mnt, "big")); hex.EncodeToString(got[:]) != r.sum {
+		e2etest.DropCaches(t)
+		if got, _ := e2etest.FileSum(t, filepath.Join(mnt, "big")); hex.EncodeToString(got[:]) != r.sum {
 			t.Fatalf("read back through the mount: sha256 %x, want %s", got, r.sum)
 		}
 	case <-time.After(3 * time.Minute):

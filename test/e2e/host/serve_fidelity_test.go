@@ -19,6 +19,8 @@ import (
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
+	"github.com/rdmafs/rdmafs/test/seed"
 )
 
 // The tests of this file hold `rdmafs serve` to what knfsd does on the same
@@ -127,7 +129,7 @@ func TestServeDeepPath(t *testing.T) {
 	if err := unix.Close(f); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	dropCaches(t)
+	e2etest.DropCaches(t)
 	sdir := walk(s.dir, false)
 	defer unix.Close(sdir)
 	for what, d := range map[string]int{"the server": sdir, "the mount": dir} {
@@ -172,7 +174,7 @@ func TestServeSubdirMount(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mount of 127.0.0.1:/sub/dir: exit %d: %s", code, out)
 	}
-	t.Cleanup(func() { unmount(t, mnt) })
+	t.Cleanup(func() { e2etest.Unmount(t, mnt) })
 	if got := read(t, filepath.Join(mnt, "there")); got != "below" {
 		t.Errorf("the subdirectory mount shows %q", got)
 	}
@@ -324,10 +326,8 @@ func TestLibnfsSubdirectory(t *testing.T) {
 	sub := filepath.Join(s.dir, "sub", "dir")
 	os.MkdirAll(sub, 0o755)
 	os.Chmod(sub, 0o777)
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
 	data := make([]byte, 3<<20+12345)
-	rand.New(rand.NewSource(seed)).Read(data)
+	rand.New(rand.NewSource(int64(seed.New(t, "RDMAFS_LIBNFS_SEED")))).Read(data)
 	local := filepath.Join(t.TempDir(), "local")
 	os.WriteFile(local, data, 0o644)
 	want := sha256.Sum256(data)

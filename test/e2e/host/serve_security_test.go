@@ -20,6 +20,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // The tests of this file attack `rdmafs serve` as a local user of a shared
@@ -42,7 +43,7 @@ func nfsClients(t *testing.T, port int, reserved bool) (*nfs3.MountClient, *nfs3
 	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Auth: cfg.Auth,
 		Timeout: 5 * time.Second, Retrans: 1, Soft: true, ProcNames: nfs3.ProcNames})
 	t.Cleanup(func() { rpc.Close() })
-	return mc, nfs3.NewClient(rpc)
+	return mc, nfs3.NewClient(rpc, nfs3.ClientConfig{})
 }
 
 var rootCred = &sunrpc.Cred{UID: 0, GID: 0}
@@ -155,7 +156,7 @@ func runPrinted(t *testing.T, printed []string, mnt string) (int, string) {
 	}
 	code, out := rdmafs(t, 30*time.Second, args...)
 	if code == 0 {
-		t.Cleanup(func() { unmount(t, mnt) })
+		t.Cleanup(func() { e2etest.Unmount(t, mnt) })
 	}
 	return code, out
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // daemonOf returns the pid of the rdmafs process serving mnt.
@@ -49,10 +51,7 @@ func TestSigtermWritesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for mounted(mnt) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if mounted(mnt) {
+	if !e2etest.Unmounted(mnt, 20*time.Second) {
 		t.Fatal("still mounted 20 s after SIGTERM")
 	}
 	if got, err := os.ReadFile(filepath.Join(s.dir, "open")); err != nil || !bytes.Equal(got, data) {

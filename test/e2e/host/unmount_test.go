@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // Unmounting a hard mount whose server is dead (README, "When the server
@@ -135,7 +137,7 @@ func TestUnmountDeadHardMount(t *testing.T) {
 		s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
 		mnt := s.mount(t, "hard,timeo=10,retrans=2")
 		writeRandom(t, filepath.Join(mnt, "big"), 1, 16<<20)
-		dropCaches(t)
+		e2etest.DropCaches(t)
 		pid := daemonOf(t, mnt)
 		s.kill()
 		// A read (with readahead behind it) and a statfs wait for the
