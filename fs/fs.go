@@ -98,6 +98,8 @@ type FS struct {
 
 	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
 
+	silence silence // the last statfs, for a silent server (silence.go)
+
 	writeSlots chan struct{} // WRITEs of write-behind in flight
 	dirty      *dirtyLimit
 }

@@ -94,7 +94,13 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 			return errno(err)
 		}
 	}
-	a, err := n.fs.getattr(ctx, n.obj, false)
+	var a nfs3.Fattr
+	var err error
+	if n.obj == n.fs.root.obj {
+		a, err = n.fs.rootAttr(ctx) // umount's, even with the server gone (silence.go)
+	} else {
+		a, err = n.fs.getattr(ctx, n.obj, false)
+	}
 	if err != nil {
 		return errno(err)
 	}
@@ -576,7 +582,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx, release := killable(ctx)
 	defer release()
 	f := n.fs
-	st, err := f.nfs.Fsstat(ctx, f.cred(ctx), &n.obj.fh)
+	st, err := f.fsstat(ctx, &n.obj.fh) // umount's, even with the server gone (silence.go)
 	if err != nil {
 		return errno(err)
 	}
