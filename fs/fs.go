@@ -100,6 +100,9 @@ type FS struct {
 
 	silence silence // the last statfs, for a silent server (silence.go)
 
+	dirCookies  atomic.Int64 // remembered by all listings (dircache.go)
+	plusRefused atomic.Bool  // READDIRPLUS made no inode for want of room, logged
+
 	writeSlots chan struct{} // WRITEs of write-behind in flight
 	dirty      *dirtyLimit
 }

@@ -605,7 +605,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if en := n.fs.checkAccess(ctx, n.obj, mayRead); en != 0 {
 		return nil, 0, en
 	}
-	return &dirHandle{n: n, cred: n.fs.cred(ctx), plus: !n.fs.opts.NoReaddirPlus}, 0, 0
+	return newDirHandle(n, n.fs.cred(ctx)), 0, 0
 }
 
 // Getxattr implements gofs.NodeGetxattrer. NFSv3 has no extended
