@@ -38,6 +38,9 @@ type harnessConfig struct {
 	// wrap, if set, stands between the client and the TCP transport: a
 	// test can make the server misbehave by changing calls and replies.
 	wrap func(sunrpc.Transport) sunrpc.Transport
+	// rpc, if set, changes the RPC client's call policy (soft, with 5 s
+	// timeouts, by default).
+	rpc func(*sunrpc.Config)
 }
 
 const rootNode = 1 // the FUSE node id of the root directory
@@ -77,10 +80,14 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	if cfg.wrap != nil {
 		tr = cfg.wrap(tr)
 	}
-	rpc := sunrpc.NewClient(tr, sunrpc.Config{
+	rpcCfg := sunrpc.Config{
 		Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth,
 		Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: nfs3.ProcNames,
-	})
+	}
+	if cfg.rpc != nil {
+		cfg.rpc(&rpcCfg)
+	}
+	rpc := sunrpc.NewClient(tr, rpcCfg)
 	t.Cleanup(func() { rpc.Close() })
 	client := nfs3.NewClient(rpc)
 	var rootAttr nfs3.Fattr
