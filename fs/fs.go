@@ -104,6 +104,11 @@ type FS struct {
 
 	mountpoint string // absolute, for stats through the mount (kernelattr.go); "" without a mount
 
+	silence silence // the last statfs, for a silent server (silence.go)
+
+	dirCookies  atomic.Int64 // remembered by all listings (dircache.go)
+	plusRefused atomic.Bool  // READDIRPLUS made no inode for want of room, logged
+
 	writeSlots chan struct{} // WRITEs of write-behind in flight
 	dirty      *dirtyLimit
 }

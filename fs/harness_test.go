@@ -41,6 +41,9 @@ type harnessConfig struct {
 	wrap func(sunrpc.Transport) sunrpc.Transport
 	// acl serves POSIX ACLs with NFSACL on the NFS transport.
 	acl bool
+	// rpc, if set, changes the RPC client's call policy (soft, with 5 s
+	// timeouts, by default).
+	rpc func(*sunrpc.Config)
 }
 
 const rootNode = 1 // the FUSE node id of the root directory
@@ -80,10 +83,14 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	if cfg.wrap != nil {
 		tr = cfg.wrap(tr)
 	}
-	rpc := sunrpc.NewClient(tr, sunrpc.Config{
+	rpcCfg := sunrpc.Config{
 		Prog: nfs3.Program, Vers: nfs3.Version, Auth: auth,
 		Timeout: 5 * time.Second, Retrans: 2, Soft: true, ProcNames: nfs3.ProcNames,
-	})
+	}
+	if cfg.rpc != nil {
+		cfg.rpc(&rpcCfg)
+	}
+	rpc := sunrpc.NewClient(tr, rpcCfg)
 	t.Cleanup(func() { rpc.Close() })
 	client := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	var rootAttr nfs3.Fattr

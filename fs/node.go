@@ -76,7 +76,13 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 			return errno(err)
 		}
 	}
-	a, err := n.fs.getattr(ctx, n.obj, false)
+	var a nfs3.Fattr
+	var err error
+	if n.obj == n.fs.root.obj {
+		a, err = n.fs.rootAttr(ctx) // umount's, even with the server gone (silence.go)
+	} else {
+		a, err = n.fs.getattr(ctx, n.obj, false)
+	}
 	if err != nil {
 		return errno(err)
 	}
@@ -561,7 +567,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
 	f := n.fs
-	st, err := f.nfs.Fsstat(ctx, f.cred(ctx), &n.obj.fh)
+	st, err := f.fsstat(ctx, &n.obj.fh) // umount's, even with the server gone (silence.go)
 	if err != nil {
 		return errno(err)
 	}
@@ -584,7 +590,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if en := n.fs.checkAccess(ctx, n.obj, mayRead); en != 0 {
 		return nil, 0, en
 	}
-	return &dirHandle{n: n, cred: n.fs.cred(ctx), plus: !n.fs.opts.NoReaddirPlus}, 0, 0
+	return newDirHandle(n, n.fs.cred(ctx)), 0, 0
 }
 
 // Getxattr implements gofs.NodeGetxattrer. NFSv3 has no extended

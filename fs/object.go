@@ -64,6 +64,14 @@ func (t *objectTable) get(fh nfs3.FH, attr *nfs3.Fattr) (obj *object, created bo
 	return obj, true
 }
 
+// count returns the number of objects in the table: those of live nodes,
+// and of nodes gone whose memory the garbage collector has not yet freed.
+func (t *objectTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
 type cleanupArg struct {
 	fh nfs3.FH
 	wp weak.Pointer[object]

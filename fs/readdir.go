@@ -18,7 +18,8 @@ import (
 // FUSE offsets are positions in the listing: 1 and 2 are "." and "..",
 // which the handle makes itself, and position p > 2 is the (p-2)th entry
 // of the server's; the handle remembers each entry's cookie so that a seek
-// back to a position can continue from the server's cookie.
+// back to a position can continue from the server's cookie. What a listing
+// keeps in memory is bounded (dircache.go).
 
 // dirPageMax bounds the reply to one READDIRPLUS.
 const dirPageMax = 128 << 10
@@ -37,9 +38,8 @@ type dirHandle struct {
 	cred *sunrpc.Cred
 	plus bool
 
-	pos     uint64              // position of the last entry delivered
-	cookies []uint64            // cookies[i]: cookie of the server's entry at position i+3
-	seen    map[uint64]struct{} // the cookies of cookies, to find a loop
+	pos     uint64       // position of the last entry delivered
+	cookies cookieWindow // of the last entries fetched: entry i is at position i+3
 	verf    nfs3.Verf
 	next    uint64 // cookie to continue from
 	eof     bool
@@ -52,7 +52,13 @@ var (
 	_ = (gofs.FileLookuper)((*dirHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*dirHandle)(nil))
 	_ = (gofs.FileFsyncdirer)((*dirHandle)(nil))
+	_ = (gofs.FileReleasedirer)((*dirHandle)(nil))
 )
+
+// newDirHandle returns the handle of a listing of n, made as cred.
+func newDirHandle(n *node, cred *sunrpc.Cred) *dirHandle {
+	return &dirHandle{n: n, cred: cred, plus: !n.fs.opts.NoReaddirPlus, cookies: cookieWindow{total: &n.fs.dirCookies}}
+}
 
 // Readdirent implements gofs.FileReaddirenter.
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -96,7 +102,7 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 // fetch reads the next page from the server.
 func (h *dirHandle) fetch(ctx context.Context) error {
 	f := h.n.fs
-	first := len(h.cookies)
+	first := h.cookies.next()
 	last := h.next
 	var loop error
 	collect := func(e *nfs3.DirEntry) {
@@ -108,18 +114,13 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 		if name == "." || name == ".." {
 			return // the handle makes its own
 		}
-		if _, dup := h.seen[e.Cookie]; dup || e.Cookie == 0 {
+		if e.Cookie == 0 || !h.cookies.add(e.Cookie) {
 			// A cookie names a place in the listing: seen twice, the
 			// server would lead the listing round in a circle.
 			loop = fmt.Errorf("directory %d: the server gave cookie %d twice (entry %q): a readdir loop", h.n.obj.fileID, e.Cookie, name)
 			return
 		}
-		h.seen[e.Cookie] = struct{}{}
-		h.cookies = append(h.cookies, e.Cookie)
 		h.page = append(h.page, dirEntry{name: name, fileID: e.FileID, attr: e.Attr, hasAttr: e.HasAttr, fh: e.FH, hasFH: e.HasFH})
-	}
-	if h.seen == nil {
-		h.seen = make(map[uint64]struct{})
 	}
 	var page nfs3.DirPage
 	var err error
@@ -133,7 +134,7 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 		err = loop
 	}
 	if err != nil {
-		h.forgetFrom(first)
+		h.cookies.truncate(first)
 		h.page = h.page[:0]
 		if loop != nil {
 			f.logf("%v", loop)
@@ -155,39 +156,70 @@ func (h *dirHandle) fetch(ctx context.Context) error {
 }
 
 // Lookup implements gofs.FileLookuper: the attributes and handle of an
-// entry READDIRPLUS returned make its Inode without a LOOKUP.
+// entry READDIRPLUS returned make its Inode without a LOOKUP, while the
+// mount holds few enough files (dircache.go); beyond, the entry goes to
+// the kernel without one.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx, release := h.n.fs.kills.killable(ctx)
 	defer release()
+	if !h.n.fs.mayMakeInode() {
+		// go-fuse then sends the entry with node id 0: the kernel lists
+		// the name and makes no dentry (fuse_direntplus_link).
+		return nil, syscall.ENOBUFS
+	}
 	if e := h.last; e != nil && e.name == name && e.hasAttr && e.hasFH {
 		return h.n.found(ctx, e.fh, &e.attr, true, out)
 	}
 	return h.n.Lookup(ctx, name, out)
 }
 
-// Seekdir implements gofs.FileSeekdirer.
+// Seekdir implements gofs.FileSeekdirer. A position whose cookie the
+// listing no longer remembers is reached by listing again from the start.
 func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	h.page = h.page[:0]
 	h.last = nil
-	switch {
-	case off <= 2:
+	if off <= 2 {
 		h.pos, h.next, h.eof, h.verf = off, 0, false, nfs3.Verf{}
-		h.forgetFrom(0)
-	case off-3 < uint64(len(h.cookies)):
-		h.pos, h.next, h.eof = off, h.cookies[off-3], false
-		h.forgetFrom(int(off - 2))
-	default:
+		h.cookies.reset()
+		return 0
+	}
+	i := off - 3 // the entry delivered last
+	if i >= h.cookies.next() {
 		return syscall.EINVAL
+	}
+	if c, ok := h.cookies.cookie(i); ok {
+		h.pos, h.next, h.eof = off, c, false
+		h.cookies.truncate(i + 1)
+		return 0
+	}
+	ctx, release := h.n.fs.kills.killable(ctx)
+	defer release()
+	h.pos, h.next, h.eof, h.verf = 2, 0, false, nfs3.Verf{}
+	h.cookies.reset()
+	for h.pos < off {
+		if len(h.page) == 0 {
+			if h.eof {
+				return 0 // the directory got shorter: at its end
+			}
+			if err := h.fetch(ctx); err != nil {
+				if errors.Is(err, errReaddirLoop) {
+					return syscall.ELOOP
+				}
+				return errno(err)
+			}
+			continue
+		}
+		skip := min(uint64(len(h.page)), off-h.pos)
+		h.page = h.page[skip:]
+		h.pos += skip
 	}
 	return 0
 }
 
-// forgetFrom drops the cookies of the entries from position i+3 on.
-func (h *dirHandle) forgetFrom(i int) {
-	for _, c := range h.cookies[i:] {
-		delete(h.seen, c)
-	}
-	h.cookies = h.cookies[:i]
+// Releasedir implements gofs.FileReleasedirer: the listing's cookies no
+// longer count against the mount's.
+func (h *dirHandle) Releasedir(ctx context.Context, releaseFlags uint32) {
+	h.cookies.reset()
 }
 
 // errReaddirLoop fails a listing whose cookies go round in a circle; the

@@ -203,6 +203,15 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 	return nil
 }
 
+// NotResponding reports whether the server is silent: a call has gone a
+// major timeout (Retrans+1 tries) without a reply, and no reply has come
+// since. Only a hard mount's calls get that far.
+func (c *Client) NotResponding() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notResponding
+}
+
 // setNotResponding logs the change of a hard mount's server state once.
 func (c *Client) setNotResponding(down bool, err error) {
 	c.mu.Lock()
