@@ -1,0 +1,2 @@
+// Package lockd serves NLM.
+package lockd
