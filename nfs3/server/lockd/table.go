@@ -205,3 +205,17 @@ func (t *Table) Total() int { return t.total }
 
 // Locks returns a copy of the locks on fh.
 func (t *Table) Locks(fh string) []Lock { return append([]Lock(nil), t.files[fh]...) }
+
+// filesOf returns the files on which host holds locks.
+func (t *Table) filesOf(host string) []string {
+	var fhs []string
+	for fh, locks := range t.files {
+		for _, l := range locks {
+			if l.Owner.Host == host {
+				fhs = append(fhs, fh)
+				break
+			}
+		}
+	}
+	return fhs
+}

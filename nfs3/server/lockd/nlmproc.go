@@ -1,0 +1,214 @@
+package lockd
+
+import (
+	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// nlmProcs is NLM v4 as this server serves it. The _MSG procedures (the
+// asynchronous forms, whose results go back as a call of the client's
+// _RES procedure) are refused with PROC_UNAVAIL: Linux's client makes the
+// synchronous calls over TCP, and so does rdmafs's. GRANTED and
+// GRANTED_MSG are the client's to serve; GRANTED_RES is taken and
+// ignored, as this server calls GRANTED, not GRANTED_MSG.
+func (s *Server) nlmProcs() []sunrpc.Proc {
+	procs := make([]sunrpc.Proc, nlm.ProcFreeAll+1)
+	for i := range procs {
+		procs[i] = sunrpc.Proc{Front: procUnavail}
+	}
+	procs[nlm.ProcNull] = sunrpc.NullProc
+	procs[nlm.ProcTest] = s.front(s.test)
+	procs[nlm.ProcLock] = s.front(s.lock)
+	procs[nlm.ProcCancel] = s.front(s.cancelBlocked)
+	procs[nlm.ProcUnlock] = s.front(s.unlock)
+	procs[nlm.ProcGrantedRes] = s.front(func(r *sunrpc.Request) []byte {
+		var a nlm.Res
+		if nlm.Unmarshal(r.Args, &a) != nil {
+			return garbageArgs(r)
+		}
+		return voidReply(r)
+	})
+	procs[nlm.ProcShare] = s.front(s.share)
+	procs[nlm.ProcUnshare] = s.front(s.unshare)
+	procs[nlm.ProcNMLock] = s.front(s.lock)
+	procs[nlm.ProcFreeAll] = s.front(s.freeAll)
+	return procs
+}
+
+// front answers the calls of a procedure from the clients the export
+// admits, in the transport's goroutine: every procedure here is a few
+// map operations under s.mu.
+func (s *Server) front(f func(r *sunrpc.Request) []byte) sunrpc.Proc {
+	return sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
+		if !r.Peer.Admitted {
+			return sunrpc.DeniedReply(r.Xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
+		}
+		return f(r)
+	}}
+}
+
+func procUnavail(r *sunrpc.Request) []byte { return sunrpc.AcceptedReply(r.Xid, sunrpc.ProcUnavail) }
+func garbageArgs(r *sunrpc.Request) []byte { return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs) }
+func voidReply(r *sunrpc.Request) []byte   { return sunrpc.AcceptedReply(r.Xid, sunrpc.Success) }
+
+func reply(r *sunrpc.Request, res nlm.Message) []byte {
+	w := sunrpc.SuccessHeader(r.Xid)
+	res.Encode(w)
+	return w.Buf
+}
+
+func ownerOf(l *nlm.Lock) Owner { return Owner{Host: string(l.CallerName), Svid: l.Svid} }
+
+// test is NLM4_TEST: the lock of another owner that would conflict.
+func (s *Server) test(r *sunrpc.Request) []byte {
+	var a nlm.TestArgs
+	if nlm.Unmarshal(r.Args, &a) != nil {
+		return garbageArgs(r)
+	}
+	res := nlm.TestRes{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inGrace() {
+		res.Stat = nlm.StatDeniedGracePeriod
+	} else if c := s.locks.Test(string(a.Lock.FH), ownerOf(&a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); c != nil {
+		res.Stat = nlm.StatDenied
+		res.Holder = nlm.Holder{Exclusive: c.Exclusive, Svid: c.Owner.Svid, Owner: []byte(c.OH),
+			Offset: c.Start, Length: c.Length()}
+	}
+	return reply(r, &res)
+}
+
+// lock is NLM4_LOCK and NLM4_NM_LOCK: grant, refuse, or queue the request
+// and call the client's GRANTED when it can be granted. During the grace
+// period only reclaims are granted; after it a reclaim is refused, as
+// Linux's lockd refuses it.
+func (s *Server) lock(r *sunrpc.Request) []byte {
+	var a nlm.LockArgs
+	if nlm.Unmarshal(r.Args, &a) != nil {
+		return garbageArgs(r)
+	}
+	res := nlm.Res{Cookie: a.Cookie}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res.Stat = s.lockLocked(r, &a)
+	return reply(r, &res)
+}
+
+func (s *Server) lockLocked(r *sunrpc.Request, a *nlm.LockArgs) nlm.Stat {
+	switch grace := s.inGrace(); {
+	case s.closed:
+		return nlm.StatDeniedNoLocks
+	case grace && !a.Reclaim:
+		return nlm.StatDeniedGracePeriod
+	case !grace && a.Reclaim:
+		return nlm.StatDeniedNoLocks
+	}
+	fh, o, rng := string(a.Lock.FH), ownerOf(&a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
+	_, known := s.hosts[o.Host]
+	h := s.monitor(o.Host, r.Peer.Remote.Addr())
+	if h == nil {
+		s.logf("lockd: LOCK from %s (%q): the server keeps %d client hosts already", r.Peer, o.Host, s.cfg.MaxHosts)
+		return nlm.StatDeniedNoLocks
+	}
+	forgetNew := func() {
+		if !known && s.holdsNothing(h) {
+			delete(s.hosts, h.name)
+			s.saveHosts()
+		}
+	}
+	switch s.locks.Lock(fh, o, string(a.Lock.Owner), a.Exclusive, rng) {
+	case Granted:
+		// A retransmitted blocking LOCK that is now granted waits no more.
+		if i := s.findWaiter(fh, o, a.Exclusive, rng); i >= 0 {
+			s.removeWaiter(fh, i)
+		}
+		return nlm.StatGranted
+	case NoLocks:
+		forgetNew()
+		return nlm.StatDeniedNoLocks
+	}
+	if !a.Block {
+		forgetNew()
+		return nlm.StatDenied
+	}
+	if i := s.findWaiter(fh, o, a.Exclusive, rng); i >= 0 {
+		return nlm.StatBlocked // a retransmission: it waits already
+	}
+	if h.blocked >= s.cfg.MaxBlockedPerHost || s.nblocked >= s.maxBlocked() {
+		forgetNew()
+		return nlm.StatDeniedNoLocks
+	}
+	s.addWaiter(&waiter{fh: fh, owner: o, oh: string(a.Lock.Owner), excl: a.Exclusive, rng: rng,
+		cookie: append([]byte(nil), a.Cookie...), lock: copyLock(&a.Lock), host: h})
+	return nlm.StatBlocked
+}
+
+// cancelBlocked is NLM4_CANCEL: the client gives up a blocked LOCK.
+func (s *Server) cancelBlocked(r *sunrpc.Request) []byte {
+	var a nlm.CancelArgs
+	if nlm.Unmarshal(r.Args, &a) != nil {
+		return garbageArgs(r)
+	}
+	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inGrace() {
+		res.Stat = nlm.StatDeniedGracePeriod
+	} else if fh := string(a.Lock.FH); true {
+		if i := s.findWaiter(fh, ownerOf(&a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); i >= 0 {
+			s.removeWaiter(fh, i)
+		}
+	}
+	return reply(r, &res)
+}
+
+// unlock is NLM4_UNLOCK: it also withdraws the owner's blocked requests
+// in the range (nlmsvc_unlock cancels them first), and grants what waited
+// on the range.
+func (s *Server) unlock(r *sunrpc.Request) []byte {
+	var a nlm.UnlockArgs
+	if nlm.Unmarshal(r.Args, &a) != nil {
+		return garbageArgs(r)
+	}
+	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inGrace() {
+		res.Stat = nlm.StatDeniedGracePeriod
+		return reply(r, &res)
+	}
+	fh, o, rng := string(a.Lock.FH), ownerOf(&a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
+	ws := s.blocked[fh]
+	for i := len(ws) - 1; i >= 0; i-- {
+		if ws[i].owner == o && ws[i].rng.overlaps(rng) {
+			s.removeWaiter(fh, i)
+			ws = s.blocked[fh]
+		}
+	}
+	if s.locks.Unlock(fh, o, rng) == NoLocks {
+		res.Stat = nlm.StatDeniedNoLocks
+	}
+	s.wake(fh)
+	return reply(r, &res)
+}
+
+// freeAll is NLM4_FREE_ALL: a client that restarted drops everything it
+// held.
+func (s *Server) freeAll(r *sunrpc.Request) []byte {
+	var a nlm.Notify
+	if nlm.Unmarshal(r.Args, &a) != nil {
+		return garbageArgs(r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropHost(string(a.Name))
+	return voidReply(r)
+}
+
+func copyLock(l *nlm.Lock) nlm.Lock {
+	c := *l
+	c.CallerName = append([]byte(nil), l.CallerName...)
+	c.FH = append([]byte(nil), l.FH...)
+	c.Owner = append([]byte(nil), l.Owner...)
+	return c
+}

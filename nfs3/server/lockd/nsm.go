@@ -1,0 +1,119 @@
+package lockd
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// nsmProcs is the minimal NSM (statd) the server runs for itself: it
+// answers SM_STAT with its own state number, takes SM_NOTIFY from a client
+// that rebooted (dropping what that client held), and refuses to monitor
+// hosts for anyone else (SM_MON answers stat_fail: it is not the host's
+// statd). See the package doc for why it is not the host's rpc.statd.
+func (s *Server) nsmProcs() []sunrpc.Proc {
+	procs := make([]sunrpc.Proc, nlm.NSMProcNotify+1)
+	procs[nlm.NSMProcNull] = sunrpc.NullProc
+	procs[nlm.NSMProcStat] = sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
+		var a nlm.SMName
+		if nlm.Unmarshal(r.Args, &a) != nil {
+			return garbageArgs(r)
+		}
+		return reply(r, &nlm.SMStatRes{Result: nlm.SMSuccess, State: s.NSMState()})
+	}}
+	procs[nlm.NSMProcMon] = sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
+		var a nlm.SMMon
+		if nlm.Unmarshal(r.Args, &a) != nil {
+			return garbageArgs(r)
+		}
+		return reply(r, &nlm.SMStatRes{Result: nlm.SMFail, State: s.NSMState()})
+	}}
+	unmon := sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
+		return reply(r, &nlm.SMStat{State: s.NSMState()})
+	}}
+	procs[nlm.NSMProcUnmon] = unmon
+	procs[nlm.NSMProcUnmonAll] = unmon
+	procs[nlm.NSMProcSimuCrash] = sunrpc.Proc{Front: procUnavail}
+	procs[nlm.NSMProcNotify] = sunrpc.Proc{Front: s.smNotify}
+	return procs
+}
+
+// smNotify is SM_NOTIFY from a client's statd (its sm-notify) after the
+// client restarted: the server drops the locks of the host it names, and
+// of the hosts at the address it comes from, as statd matches a notice by
+// name or by address.
+func (s *Server) smNotify(r *sunrpc.Request) []byte {
+	var a nlm.SMStatChange
+	if nlm.Unmarshal(r.Args, &a) != nil {
+		return garbageArgs(r)
+	}
+	from := r.Peer.Remote.Addr()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []string
+	for name, h := range s.hosts {
+		if strings.EqualFold(name, string(a.MonName)) || (from.IsValid() && !from.IsLoopback() && h.addr == from) {
+			gone = append(gone, name)
+		}
+	}
+	if ip, err := netip.ParseAddr(string(a.MonName)); err == nil {
+		for name, h := range s.hosts {
+			if h.addr == ip {
+				gone = append(gone, name)
+			}
+		}
+	}
+	for _, name := range gone {
+		if s.hosts[name] != nil {
+			s.logf("lockd: SM_NOTIFY from %s: %q restarted (state %d)", r.Peer, a.MonName, a.State)
+			s.dropHost(name)
+		}
+	}
+	return voidReply(r)
+}
+
+// notifyRestart tells a client that held locks before this restart that
+// the server restarted (SM_NOTIFY to the statd of its host, found through
+// its rpcbind), so that its lockd reclaims them within the grace period.
+// It tries three times, a few seconds apart.
+func (s *Server) notifyRestart(p recordedHost) {
+	if !p.addr.IsValid() {
+		return
+	}
+	name := s.cfg.Name
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	ch := nlm.SMStatChange{MonName: []byte(name), State: s.nsmState}
+	var err error
+	for try := range 3 {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(try) * 2 * time.Second):
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		if err = s.notifyOnce(p, &ch); err == nil {
+			return
+		}
+	}
+	s.logf("lockd: telling %q (%s) of the restart: %v", p.name, p.addr, err)
+}
+
+func (s *Server) notifyOnce(p recordedHost, ch *nlm.SMStatChange) error {
+	ctx, cancel := context.WithTimeout(s.ctx, 3*s.cfg.CallbackTimeout)
+	defer cancel()
+	c, err := nlm.DialNSM(ctx, nfs3.DialConfig{Host: p.addr.String(), Timeout: s.cfg.CallbackTimeout})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Notify(ctx, ch)
+}
