@@ -15,6 +15,7 @@ import (
 	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3/server"
+	"github.com/rdmafs/rdmafs/nfs3/server/lockd"
 	"github.com/rdmafs/rdmafs/svcrdma"
 )
 
@@ -60,6 +61,16 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	var locks *lockd.Server
+	if !o.NoLock {
+		if locks, err = lockd.New(lockd.Config{StateDir: o.StateDir, GraceTime: o.GraceTime, Name: o.Addr,
+			Logf: logger.Printf}); err != nil {
+			srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer locks.Close()
+		locks.Register(srv.RPC())
+	}
 	l, err := net.Listen("tcp", hostPort(o.Addr, o.Port))
 	if err != nil {
 		srv.Close()
@@ -68,6 +79,11 @@ func serve(args []string) error {
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.Addr, port)
 	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.Export, clientList(&o))
+	nolock := ",nolock"
+	if locks != nil {
+		nolock = ""
+		fmt.Printf("rdmafs serve: file locks (NLM v4, NSM) on port %d%s\n", port, graceNote(&o, locks))
+	}
 	var rdmaSrv *svcrdma.Server
 	if o.Proto == mountopts.ProtoRDMA {
 		if rdmaSrv, err = serveRDMA(srv, &o, logger.Printf); err != nil {
@@ -80,16 +96,21 @@ func serve(args []string) error {
 		fmt.Printf("rdmafs serve: NFSv3 over RDMA (provider=%v) on port %d\n", o.Provider, rport)
 		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o proto=rdma,provider=%v,port=%d,mountport=%d\n", hostForURL(o.Addr), o.Provider, rport, port)
 		if o.Provider == mountopts.ProviderIBVerbs {
-			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", rport, port, hostForURL(o.Addr))
+			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp%s %s:/ MOUNTPOINT\n", rport, port, nolock, hostForURL(o.Addr))
 		}
 	} else {
 		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.Addr), port, port)
-		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.Addr))
+		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp%s %s:/ MOUNTPOINT\n", port, port, nolock, hostForURL(o.Addr))
 	}
 
 	// As mountd and nfsd do, so that showmount -e and mount.nfs without
-	// port options find it; nothing when no rpcbind runs.
-	defer server.RegisterRPCBind(context.Background(), port, logger.Printf)()
+	// port options find it, and a kernel client finds the lock manager;
+	// nothing when no rpcbind runs.
+	var lockPrograms [][2]uint32
+	if locks != nil {
+		lockPrograms = lockd.Programs
+	}
+	defer server.RegisterRPCBind(context.Background(), port, logger.Printf, lockPrograms...)()
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
@@ -105,6 +126,17 @@ func serve(args []string) error {
 		srv.Close()
 		return err
 	}
+}
+
+// graceNote says whether serve starts in a grace period.
+func graceNote(o *serveopts.Options, locks *lockd.Server) string {
+	switch {
+	case o.StateDir == "":
+		return " (no statedir: no grace period after a restart)"
+	case locks.InGrace():
+		return fmt.Sprintf(" (grace period of %v: reclaims only)", o.GraceTime)
+	}
+	return ""
 }
 
 // hostForURL brackets an IPv6 address for SERVER:/EXPORT.

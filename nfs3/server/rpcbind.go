@@ -20,11 +20,13 @@ import (
 // rpcbindAddr is where the host's rpcbind listens.
 var rpcbindAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(nfs3.PortmapPort))
 
-// RegisterRPCBind registers MOUNT v3 and NFS v3 over TCP at port with the
-// rpcbind of this host, if one answers, and returns the function that takes
-// the registrations back. A program rpcbind already knows (the mountd and
-// nfsd of a knfsd on this host) is left alone, and never unregistered.
-func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (unregister func()) {
+// RegisterRPCBind registers MOUNT v3 and NFS v3, and the programs and
+// versions of more (serve's lock manager: NLM v4 and NSM v1), over TCP at
+// port with the rpcbind of this host, if one answers, and returns the
+// function that takes the registrations back. A program rpcbind already
+// knows (the mountd, nfsd, lockd or statd of this host) is left alone, and
+// never unregistered.
+func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any), more ...[2]uint32) (unregister func()) {
 	unregister = func() {}
 	// Nothing listening: nothing to do, at once (the RPC client would
 	// retry for its whole timeout).
@@ -38,7 +40,8 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (
 	rpc := portmapClient()
 	defer rpc.Close()
 	var mine [][2]uint32
-	for _, pv := range [][2]uint32{{nfs3.MountProgram, nfs3.MountVersion}, {nfs3.Program, nfs3.Version}} {
+	programs := append([][2]uint32{{nfs3.MountProgram, nfs3.MountVersion}, {nfs3.Program, nfs3.Version}}, more...)
+	for _, pv := range programs {
 		if p, err := pmapCall(ctx, rpc, nfs3.PortmapProcGetport, pv, 0); err != nil {
 			logf("rpcbind: %v", err)
 			return unregister
@@ -53,7 +56,7 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any)) (
 		mine = append(mine, pv)
 	}
 	if len(mine) > 0 {
-		logf("rpcbind: registered MOUNT and NFS version 3 over TCP on port %d", port)
+		logf("rpcbind: registered programs and versions %v over TCP on port %d", mine, port)
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

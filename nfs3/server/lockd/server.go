@@ -146,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Programs are the programs and versions Register serves, for rpcbind.
+var Programs = [][2]uint32{{nlm.Program, nlm.Version}, {nlm.NSMProgram, nlm.NSMVersion}}
+
 // Register serves NLM v4 and NSM v1 on rpc, before it serves.
 func (s *Server) Register(rpc *sunrpc.Server) {
 	rpc.Register(nlm.Program, nlm.Version, s.nlmProcs())
