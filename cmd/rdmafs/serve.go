@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 	"github.com/rdmafs/rdmafs/mountopts"
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/server"
 	"github.com/rdmafs/rdmafs/nfs3/server/lockd"
 	"github.com/rdmafs/rdmafs/svcrdma"
@@ -63,7 +64,7 @@ func serve(args []string) error {
 	}
 	var locks *lockd.Server
 	if !o.NoLock {
-		if locks, err = lockd.New(lockd.Config{StateDir: o.StateDir, GraceTime: o.GraceTime, Name: o.Addr,
+		if locks, err = lockd.New(lockd.Config{StateDir: o.StateDir, GraceTime: o.GraceTime, Name: lockName(o.Addr),
 			Logf: logger.Printf}); err != nil {
 			srv.Close()
 			return fmt.Errorf("serve: %w", err)
@@ -106,9 +107,17 @@ func serve(args []string) error {
 	// As mountd and nfsd do, so that showmount -e and mount.nfs without
 	// port options find it, and a kernel client finds the lock manager;
 	// nothing when no rpcbind runs.
-	var lockPrograms [][2]uint32
+	var lockPrograms [][3]uint32
 	if locks != nil {
 		lockPrograms = lockd.Programs
+		// A client's sm-notify tells of its reboot over UDP only.
+		if udp, err := net.ListenPacket("udp", hostPort(o.Addr, port)); err != nil {
+			logger.Printf("NSM over UDP on port %d: %v: a client's reboot notice will not reach serve", port, err)
+			lockPrograms = slices.DeleteFunc(slices.Clone(lockPrograms), func(m [3]uint32) bool { return m[2] != nfs3.IPProtoTCP })
+		} else {
+			defer udp.Close()
+			go locks.ServeNSMUDP(udp)
+		}
 	}
 	defer server.RegisterRPCBind(context.Background(), port, logger.Printf, lockPrograms...)()
 
@@ -126,6 +135,16 @@ func serve(args []string) error {
 		srv.Close()
 		return err
 	}
+}
+
+// lockName is how the lock manager names its host to clients after a
+// restart: the address it serves on, which the clients mounted, or the
+// host's name when it serves on every address.
+func lockName(addr string) string {
+	if ip := net.ParseIP(addr); ip == nil || ip.IsUnspecified() {
+		return ""
+	}
+	return addr
 }
 
 // graceNote says whether serve starts in a grace period.

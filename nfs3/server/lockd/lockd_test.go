@@ -213,7 +213,7 @@ func TestNLMConflicts(t *testing.T) {
 }
 
 // TestNLMFreeAll: FREE_ALL drops every lock of the host it names, and no
-// other's; SM_NOTIFY to the server's NSM does the same.
+// other's; SM_NOTIFY to the server's NSM, over TCP or UDP, does the same.
 func TestNLMFreeAll(t *testing.T) {
 	ts := startServer(t, Config{})
 	a, b := dial(t, ts.port, "alpha"), dial(t, ts.port, "beta")
@@ -238,6 +238,50 @@ func TestNLMFreeAll(t *testing.T) {
 		t.Fatalf("after beta's SM_NOTIFY the server holds %+v, want nothing", st)
 	}
 	wantStat(t, "alpha's lock where beta held one", a.lock("f", 1, 0, 0, lockOpts{excl: true}), nlm.StatGranted)
+
+	// alpha reboots: sm-notify sends SM_NOTIFY over UDP.
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	go ts.lockd.ServeNSMUDP(udp)
+	smNotifyUDP(t, udp.LocalAddr().String(), "alpha")
+	if st := ts.lockd.Stats(); st.Locks != 0 || st.Hosts != 0 {
+		t.Fatalf("after alpha's SM_NOTIFY over UDP the server holds %+v, want nothing", st)
+	}
+}
+
+// smNotifyUDP sends SM_NOTIFY of name's restart in one datagram, as
+// sm-notify does, and waits for the reply.
+func smNotifyUDP(t *testing.T, addr, name string) {
+	t.Helper()
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	e := xdr.Encoder{}
+	for _, w := range []uint32{0x5eed, 0, 2, nlm.NSMProgram, nlm.NSMVersion, nlm.NSMProcNotify, 0, 0, 0, 0} {
+		e.Uint32(w) // xid, CALL, RPC version 2, the procedure, AUTH_NONE credential and verifier
+	}
+	(&nlm.SMStatChange{MonName: []byte(name), State: 7}).Encode(&e)
+	if _, err := conn.Write(e.Buf); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatalf("no reply to SM_NOTIFY over UDP: %v", err)
+	}
+	d := xdr.NewDecoder(buf[:n])
+	xid, mtype, stat := d.Uint32(), d.Uint32(), d.Uint32()
+	d.Uint32() // verifier
+	d.Opaque(400)
+	if accept := d.Uint32(); d.Err() != nil || xid != 0x5eed || mtype != 1 || stat != 0 || accept != 0 {
+		t.Fatalf("reply to SM_NOTIFY over UDP: xid %#x type %d stat %d accept %d (%v)", xid, mtype, stat, accept, d.Err())
+	}
 }
 
 // TestNLMBounds: a client that floods the server with locks, blocked

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
@@ -146,8 +147,16 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Programs are the programs and versions Register serves, for rpcbind.
-var Programs = [][2]uint32{{nlm.Program, nlm.Version}, {nlm.NSMProgram, nlm.NSMVersion}}
+// Programs are the programs, versions and protocols (IPPROTO_TCP or
+// IPPROTO_UDP) the lock manager serves, for rpcbind: Register's over TCP,
+// ServeNSMUDP's over UDP.
+var Programs = [][3]uint32{
+	{nlm.Program, nlm.Version, nfs3.IPProtoTCP},
+	{nlm.NSMProgram, nlm.NSMVersion, nfs3.IPProtoTCP},
+	{nlm.NSMProgram, nlm.NSMVersion, ipProtoUDP},
+}
+
+const ipProtoUDP = 17
 
 // Register serves NLM v4 and NSM v1 on rpc, before it serves.
 func (s *Server) Register(rpc *sunrpc.Server) {
