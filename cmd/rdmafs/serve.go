@@ -80,9 +80,14 @@ func serve(args []string) error {
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.Addr, port)
 	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.Export, clientList(&o))
+	// A kernel client of another host mounts without nolock; one on this
+	// host must keep it, as its lockd would take the host's NLM
+	// registration from serve (docs/locking.md).
 	nolock := ",nolock"
 	if locks != nil {
-		nolock = ""
+		if ip := net.ParseIP(o.Addr); ip != nil && !ip.IsLoopback() {
+			nolock = ""
+		}
 		fmt.Printf("rdmafs serve: file locks (NLM v4, NSM) on port %d%s\n", port, graceNote(&o, locks))
 	}
 	var rdmaSrv *svcrdma.Server
