@@ -65,6 +65,17 @@ func RegisterRPCBind(ctx context.Context, port int, logf func(string, ...any), m
 		rpc := portmapClient()
 		defer rpc.Close()
 		for _, pv := range mine {
+			// Another service may have taken the program over since (a
+			// kernel lockd starting on this host clears and takes NLM's):
+			// its registration is not serve's to take back.
+			// (UNSET drops a program version over every protocol, so an
+			// earlier one may have dropped this one already.)
+			if p, err := pmapCall(ctx, rpc, nfs3.PortmapProcGetport, pv, 0); err == nil && p != uint32(port) {
+				if p != 0 {
+					logf("rpcbind: program %d version %d protocol %d is now at port %d: left alone", pv[0], pv[1], pv[2], p)
+				}
+				continue
+			}
 			if _, err := pmapCall(ctx, rpc, nfs3.PortmapProcUnset, pv, 0); err != nil {
 				logf("rpcbind: unregistering program %d version %d protocol %d: %v", pv[0], pv[1], pv[2], err)
 			}
