@@ -24,7 +24,7 @@
 //     rpcbind (NLM v4 over TCP). A client that cannot be reached, or that
 //     answers it no longer waits, gets the lock taken back.
 //   - nsm.go: the NSM procedures and the SM_NOTIFY the server sends, at
-//     start, to the clients that held locks before.
+//     start, to the clients that held locks before; udp.go: NSM over UDP.
 //   - statedir.go: the state directory.
 //
 // # Restarts and reboots
@@ -43,13 +43,13 @@
 // Linux's lockd refuses it.
 //
 // A client that reboots loses its locks when its statd's SM_NOTIFY
-// reaches this NSM (by the name it gives or, from another host, by the
-// address it comes from), when its lockd sends FREE_ALL, or when the
-// grant of a blocked request finds its lockd gone. The NSM answers
-// SM_NOTIFY over TCP only, and registers with rpcbind only where no statd
-// is registered: on a host whose rpc.statd runs, a client's reboot
-// notice goes to that statd, which does not tell this server; its locks
-// then stay until FREE_ALL.
+// reaches this NSM (over UDP, as sm-notify sends it, or TCP; matched by
+// the name it gives or by the address it comes from), when its lockd
+// sends FREE_ALL, or when the grant of a blocked request finds its lockd
+// gone. The NSM registers with rpcbind only where no statd is registered:
+// on a host whose rpc.statd runs, a client's reboot notice goes to that
+// statd, which does not tell this server; its locks then stay until
+// FREE_ALL.
 //
 // # Bounds
 //

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
@@ -108,6 +109,6 @@ func startClientStatd(t *testing.T) <-chan nlm.SMStatChange {
 	}
 	go rpc.Serve(l)
 	t.Cleanup(func() { rpc.Close() })
-	pmapSet(t, nlm.NSMProgram, nlm.NSMVersion, l.Addr().(*net.TCPAddr).Port)
+	pmapSet(t, nlm.NSMProgram, nlm.NSMVersion, nfs3.IPProtoTCP, l.Addr().(*net.TCPAddr).Port)
 	return notified
 }

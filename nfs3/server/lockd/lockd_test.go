@@ -213,7 +213,8 @@ func TestNLMConflicts(t *testing.T) {
 }
 
 // TestNLMFreeAll: FREE_ALL drops every lock of the host it names, and no
-// other's; SM_NOTIFY to the server's NSM, over TCP or UDP, does the same.
+// other's; SM_NOTIFY to the server's NSM, over TCP or UDP, drops the locks
+// of the host it names (and of the hosts at its address).
 func TestNLMFreeAll(t *testing.T) {
 	ts := startServer(t, Config{})
 	a, b := dial(t, ts.port, "alpha"), dial(t, ts.port, "beta")
@@ -411,13 +412,13 @@ func startClientLockd(t *testing.T) <-chan nlm.TestArgs {
 	}
 	go rpc.Serve(l)
 	t.Cleanup(func() { rpc.Close() })
-	pmapSet(t, nlm.Program, nlm.Version, l.Addr().(*net.TCPAddr).Port)
+	pmapSet(t, nlm.Program, nlm.Version, nfs3.IPProtoTCP, l.Addr().(*net.TCPAddr).Port)
 	return granted
 }
 
-// pmapSet registers prog and vers over TCP at port with the namespace's
-// rpcbind.
-func pmapSet(t *testing.T, prog, vers uint32, port int) {
+// pmapSet registers prog and vers over proto at port with the
+// namespace's rpcbind.
+func pmapSet(t *testing.T, prog, vers, proto uint32, port int) {
 	t.Helper()
 	rpc := sunrpc.NewClient(sunrpc.NewTCP(sunrpc.TCPConfig{
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(nfs3.PortmapPort)), ReservedPort: true}),
@@ -428,7 +429,7 @@ func pmapSet(t *testing.T, prog, vers uint32, port int) {
 	e := call.Args()
 	e.Uint32(prog)
 	e.Uint32(vers)
-	e.Uint32(nfs3.IPProtoTCP)
+	e.Uint32(proto)
 	e.Uint32(uint32(port))
 	call.SetArgs(e)
 	if err := rpc.Do(context.Background(), call); err != nil {

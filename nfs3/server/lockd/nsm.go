@@ -46,8 +46,11 @@ func (s *Server) nsmProcs() []sunrpc.Proc {
 
 // smNotify is SM_NOTIFY from a client's statd (its sm-notify) after the
 // client restarted: the server drops the locks of the host it names, and
-// of the hosts at the address it comes from, as statd matches a notice by
-// name or by address.
+// of every host at the address it comes from. The address matters most:
+// sm-notify names its host by its canonical name ("localhost" for
+// 127.0.0.1), which need not be the caller_name its lockd sends, and
+// statd's own matching of names through DNS has no place in a call the
+// transport's goroutine answers.
 func (s *Server) smNotify(r *sunrpc.Request) []byte {
 	var a nlm.SMStatChange
 	if nlm.Unmarshal(r.Args, &a) != nil {
@@ -58,7 +61,7 @@ func (s *Server) smNotify(r *sunrpc.Request) []byte {
 	defer s.mu.Unlock()
 	var gone []string
 	for name, h := range s.hosts {
-		if strings.EqualFold(name, string(a.MonName)) || (from.IsValid() && !from.IsLoopback() && h.addr == from) {
+		if strings.EqualFold(name, string(a.MonName)) || (from.IsValid() && h.addr == from) {
 			gone = append(gone, name)
 		}
 	}
