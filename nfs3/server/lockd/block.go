@@ -24,9 +24,11 @@ type waiter struct {
 	host   *host
 }
 
-// maxBlocked bounds the blocked requests of every host together.
+// maxBlocked bounds the blocked requests of every host together: a
+// quarter of the locks, as one keeps up to 4 KB (its cookie, and the
+// names and handles GRANTED repeats).
 func (s *Server) maxBlocked() int {
-	return min(s.cfg.MaxBlockedPerHost*s.cfg.MaxHosts, s.cfg.MaxLocks)
+	return max(1, min(s.cfg.MaxBlockedPerHost*s.cfg.MaxHosts, s.cfg.MaxLocks/4))
 }
 
 func (s *Server) findWaiter(fh string, o Owner, excl bool, rng Range) int {

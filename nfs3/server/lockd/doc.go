@@ -55,9 +55,11 @@
 //
 // A client host holds at most Config.MaxLocksPerHost locks (and as many
 // shares) and Config.MaxBlockedPerHost blocked requests; the server keeps
-// at most Config.MaxHosts hosts and Config.MaxLocks locks in all. Past a
+// at most Config.MaxHosts hosts, Config.MaxLocks locks and a quarter as
+// many blocked requests in all. Past a
 // bound a request gets NLM4_DENIED_NOLOCKS, an unlock that would split a
 // lock too (as posix_lock_file's ENOLCK). Every name and handle is bounded
 // by the protocol (nfs3/nlm's decoders), so what a hostile client can make
-// the server keep is bounded by these numbers times 2 KB or so.
+// the server keep is bounded by these numbers times 2 KB (a lock) or 4 KB
+// (a blocked request) or so.
 package lockd

@@ -110,6 +110,7 @@ func (s *Server) lockLocked(r *sunrpc.Request, a *nlm.LockArgs) nlm.Stat {
 		s.logf("lockd: LOCK from %s (%q): the server keeps %d client hosts already", r.Peer, o.Host, s.cfg.MaxHosts)
 		return nlm.StatDeniedNoLocks
 	}
+	o.Host = h.name // one copy of the name for all the host's locks
 	forgetNew := func() {
 		if !known && s.holdsNothing(h) {
 			delete(s.hosts, h.name)

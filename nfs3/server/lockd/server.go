@@ -25,8 +25,10 @@ const (
 	DefaultMaxBlockedPerHost = 64
 	// DefaultMaxHosts bounds the client hosts the server keeps state of.
 	DefaultMaxHosts = 1024
-	// DefaultMaxLocks bounds the locks of every host together.
-	DefaultMaxLocks = 64 << 10
+	// DefaultMaxLocks bounds the locks of every host together. A lock
+	// costs at most some 2 KB (its owner handle, and the file handle of
+	// a file with no other lock), so 32 MB at most in all.
+	DefaultMaxLocks = 16 << 10
 )
 
 // Config configures a Server. Zero values take the defaults above.
