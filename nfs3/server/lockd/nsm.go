@@ -59,6 +59,12 @@ func (s *Server) smNotify(r *sunrpc.Request) []byte {
 	from := r.Peer.Remote.Addr()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if a.State == s.nsmState && string(a.MonName) == s.notifyName() {
+		// The server's own notice of its restart, come back: a client it
+		// recorded on this host has no statd of its own, and rpcbind
+		// gave this NSM for it.
+		return voidReply(r)
+	}
 	var gone []string
 	for name, h := range s.hosts {
 		if strings.EqualFold(name, string(a.MonName)) || (from.IsValid() && h.addr == from) {
@@ -89,11 +95,7 @@ func (s *Server) notifyRestart(p recordedHost) {
 	if !p.addr.IsValid() {
 		return
 	}
-	name := s.cfg.Name
-	if name == "" {
-		name, _ = os.Hostname()
-	}
-	ch := nlm.SMStatChange{MonName: []byte(name), State: s.nsmState}
+	ch := nlm.SMStatChange{MonName: []byte(s.notifyName()), State: s.nsmState}
 	var err error
 	for try := range 3 {
 		if try > 0 {
@@ -119,4 +121,13 @@ func (s *Server) notifyOnce(p recordedHost, ch *nlm.SMStatChange) error {
 	}
 	defer c.Close()
 	return c.Notify(ctx, ch)
+}
+
+// notifyName is how the server names itself in SM_NOTIFY.
+func (s *Server) notifyName() string {
+	if s.cfg.Name != "" {
+		return s.cfg.Name
+	}
+	name, _ := os.Hostname()
+	return name
 }
