@@ -63,9 +63,13 @@ func serve(args []string) error {
 		return err
 	}
 	var locks *lockd.Server
+	var hostStatd bool
 	if !o.NoLock {
+		// Where the host's statd holds NSM, serve hears of its clients'
+		// reboots through it.
+		hostStatd = lockd.HostStatdRuns(context.Background())
 		if locks, err = lockd.New(lockd.Config{StateDir: o.StateDir, GraceTime: o.GraceTime, Name: lockName(o.Addr),
-			Logf: logger.Printf}); err != nil {
+			HostStatd: hostStatd, Logf: logger.Printf}); err != nil {
 			srv.Close()
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -88,7 +92,11 @@ func serve(args []string) error {
 		if ip := net.ParseIP(o.Addr); ip != nil && !ip.IsLoopback() {
 			nolock = ""
 		}
-		fmt.Printf("rdmafs serve: file locks (NLM v4, NSM) on port %d%s\n", port, graceNote(&o, locks))
+		nsm := "its own NSM"
+		if hostStatd {
+			nsm = "the host's statd"
+		}
+		fmt.Printf("rdmafs serve: file locks (NLM v4, with %s) on port %d%s\n", nsm, port, graceNote(&o, locks))
 	}
 	var rdmaSrv *svcrdma.Server
 	if o.Proto == mountopts.ProtoRDMA {
@@ -115,13 +123,14 @@ func serve(args []string) error {
 	var lockPrograms [][3]uint32
 	if locks != nil {
 		lockPrograms = lockd.Programs
-		// A client's sm-notify tells of its reboot over UDP only.
+		// A client's sm-notify tells of its reboot over UDP only, and
+		// the host's statd calls back over UDP only.
 		if udp, err := net.ListenPacket("udp", hostPort(o.Addr, port)); err != nil {
 			logger.Printf("NSM over UDP on port %d: %v: a client's reboot notice will not reach serve", port, err)
 			lockPrograms = slices.DeleteFunc(slices.Clone(lockPrograms), func(m [3]uint32) bool { return m[2] != nfs3.IPProtoTCP })
 		} else {
 			defer udp.Close()
-			go locks.ServeNSMUDP(udp)
+			go locks.ServeUDP(udp)
 		}
 	}
 	defer server.RegisterRPCBind(context.Background(), port, logger.Printf, lockPrograms...)()

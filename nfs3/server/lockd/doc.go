@@ -24,13 +24,16 @@
 //     rpcbind (NLM v4 over TCP). A client that cannot be reached, or that
 //     answers it no longer waits, gets the lock taken back.
 //   - nsm.go: the NSM procedures and the SM_NOTIFY the server sends, at
-//     start, to the clients that held locks before; udp.go: NSM over UDP.
+//     start, to the clients that held locks before; udp.go: NSM, and the
+//     host statd's callback, over UDP; hoststatd.go: monitoring through
+//     the host's rpc.statd where one runs.
 //   - statedir.go: the state directory.
 //
 // # Restarts and reboots
 //
-// The server runs its own minimal NSM rather than asking the host's
-// rpc.statd to monitor its clients. Its state directory (Config.StateDir)
+// The server runs its own minimal NSM for what only it can know (whom
+// to tell of its restart, whether to keep a grace period), whether or not
+// the host's rpc.statd runs. Its state directory (Config.StateDir)
 // holds its NSM state number, made the next odd number at each start, and
 // the client hosts that took locks (caller_name and address). When a new
 // start finds clients there, the server keeps a grace period
@@ -46,10 +49,11 @@
 // reaches this NSM (over UDP, as sm-notify sends it, or TCP; matched by
 // the name it gives or by the address it comes from), when its lockd
 // sends FREE_ALL, or when the grant of a blocked request finds its lockd
-// gone. The NSM registers with rpcbind only where no statd is registered:
-// on a host whose rpc.statd runs, a client's reboot notice goes to that
-// statd, which does not tell this server; its locks then stay until
-// FREE_ALL.
+// gone. On a host whose rpc.statd runs, NSM's registration with rpcbind
+// is statd's and the notice goes there: with Config.HostStatd the server
+// then asks that statd to monitor each client host (SM_MON, by address,
+// as Linux's lockd does), and statd calls NLM version 3's SM_NOTIFY back
+// (hoststatd.go), which ServeUDP answers.
 //
 // # Bounds
 //

@@ -246,7 +246,7 @@ func TestNLMFreeAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer udp.Close()
-	go ts.lockd.ServeNSMUDP(udp)
+	go ts.lockd.ServeUDP(udp)
 	smNotifyUDP(t, udp.LocalAddr().String(), "alpha")
 	if st := ts.lockd.Stats(); st.Locks != 0 || st.Hosts != 0 {
 		t.Fatalf("after alpha's SM_NOTIFY over UDP the server holds %+v, want nothing", st)

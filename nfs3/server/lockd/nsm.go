@@ -65,24 +65,9 @@ func (s *Server) smNotify(r *sunrpc.Request) []byte {
 		// gave this NSM for it.
 		return voidReply(r)
 	}
-	var gone []string
-	for name, h := range s.hosts {
-		if strings.EqualFold(name, string(a.MonName)) || (from.IsValid() && h.addr == from) {
-			gone = append(gone, name)
-		}
-	}
-	if ip, err := netip.ParseAddr(string(a.MonName)); err == nil {
-		for name, h := range s.hosts {
-			if h.addr == ip {
-				gone = append(gone, name)
-			}
-		}
-	}
-	for _, name := range gone {
-		if s.hosts[name] != nil {
-			s.logf("lockd: SM_NOTIFY from %s: %q restarted (state %d)", r.Peer, a.MonName, a.State)
-			s.dropHost(name)
-		}
+	for _, name := range s.hostsMatching(string(a.MonName), from) {
+		s.logf("lockd: SM_NOTIFY from %s: %q restarted (state %d): dropping the locks of %q", r.Peer, a.MonName, a.State, name)
+		s.dropHost(name)
 	}
 	return voidReply(r)
 }
@@ -130,4 +115,22 @@ func (s *Server) notifyName() string {
 	}
 	name, _ := os.Hostname()
 	return name
+}
+
+// hostsMatching names the monitored hosts a notice of monName's restart
+// concerns: the host of that caller_name (in any case), the hosts at that
+// address if monName is one, and the hosts at address from if it is
+// valid.
+func (s *Server) hostsMatching(monName string, from netip.Addr) []string {
+	ip, err := netip.ParseAddr(monName)
+	if err != nil {
+		ip = netip.Addr{}
+	}
+	var names []string
+	for name, h := range s.hosts {
+		if strings.EqualFold(name, monName) || (ip.IsValid() && h.addr == ip.Unmap()) || (from.IsValid() && h.addr == from) {
+			names = append(names, name)
+		}
+	}
+	return names
 }

@@ -47,6 +47,11 @@ type Config struct {
 
 	MaxLocksPerHost, MaxBlockedPerHost, MaxHosts, MaxLocks int
 
+	// HostStatd: the host's rpc.statd holds NSM's registration with
+	// rpcbind, so the server asks it to monitor each client host
+	// (hoststatd.go) to hear of their reboots.
+	HostStatd bool
+
 	// CallbackTimeout bounds one try of a GRANTED callback or an
 	// SM_NOTIFY to a client (default 5 s).
 	CallbackTimeout time.Duration
@@ -151,11 +156,12 @@ func New(cfg Config) (*Server, error) {
 
 // Programs are the programs, versions and protocols (IPPROTO_TCP or
 // IPPROTO_UDP) the lock manager serves, for rpcbind: Register's over TCP,
-// ServeNSMUDP's over UDP.
+// ServeUDP's over UDP.
 var Programs = [][3]uint32{
 	{nlm.Program, nlm.Version, nfs3.IPProtoTCP},
 	{nlm.NSMProgram, nlm.NSMVersion, nfs3.IPProtoTCP},
 	{nlm.NSMProgram, nlm.NSMVersion, ipProtoUDP},
+	{nlm.Program, 3, ipProtoUDP}, // the host statd's callback (HostStatd)
 }
 
 const ipProtoUDP = 17
@@ -236,11 +242,13 @@ func (s *Server) monitor(name string, addr netip.Addr) *host {
 		h = &host{name: name, addr: addr}
 		s.hosts[name] = h
 		s.saveHosts()
+		s.monitorWithStatd(h)
 		return h
 	}
 	if addr.IsValid() && addr != h.addr {
 		h.addr = addr
 		s.saveHosts()
+		s.monitorWithStatd(h)
 	}
 	return h
 }

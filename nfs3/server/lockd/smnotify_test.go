@@ -30,7 +30,7 @@ func TestSMNotifyFromSMNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer udp.Close()
-	go ts.lockd.ServeNSMUDP(udp)
+	go ts.lockd.ServeUDP(udp)
 	pmapSet(t, nlm.NSMProgram, nlm.NSMVersion, ipProtoUDP, udp.LocalAddr().(*net.UDPAddr).Port)
 
 	// The client host is 127.0.0.1, by its address: sm-notify names the
