@@ -115,7 +115,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, locks: NewTable(cfg.MaxLocksPerHost, cfg.MaxLocks),
 		hosts: make(map[string]*host), blocked: make(map[string][]*waiter)}
 	s.shares.init()
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var previous []recordedHost
 	if cfg.StateDir != "" {
 		st, err := openStateDir(cfg.StateDir)
@@ -126,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 		s.nsmState = st.nsmState
 		previous = st.clients
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, p := range previous {
 		if len(s.hosts) < cfg.MaxHosts {
 			s.hosts[p.name] = &host{name: p.name, addr: p.addr}
