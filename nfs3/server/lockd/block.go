@@ -1,14 +1,9 @@
 package lockd
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"strconv"
 
-	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
-	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // waiter is a blocked LOCK: queued on its file until the locks in its way
@@ -105,29 +100,10 @@ func (s *Server) callGranted(w *waiter) error {
 	if !addr.IsValid() {
 		return fmt.Errorf("GRANTED to %q: no address", w.owner.Host)
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.CallbackTimeout)
-	defer cancel()
-	host := addr.String()
-	port, err := nfs3.GetPort(ctx, nfs3.DialConfig{Host: host, Timeout: s.cfg.CallbackTimeout}, nlm.Program, nlm.Version)
-	if err != nil {
-		return fmt.Errorf("GRANTED to %q: %w", w.owner.Host, err)
-	}
-	rpc := sunrpc.NewClient(sunrpc.NewTCP(sunrpc.TCPConfig{Addr: net.JoinHostPort(host, strconv.Itoa(port)), MaxRecord: 64 << 10}),
-		sunrpc.Config{Prog: nlm.Program, Vers: nlm.Version, Timeout: s.cfg.CallbackTimeout, Retrans: 1, Soft: true,
-			Server: host, ProcNames: nlm.ProcNames})
-	defer rpc.Close()
-	call := rpc.NewCall(nlm.ProcGranted, nil)
-	defer call.Release()
-	e := call.Args()
-	args := nlm.TestArgs{Cookie: w.cookie, Exclusive: w.excl, Lock: w.lock}
-	args.Encode(&e)
-	call.SetArgs(e)
-	if err := rpc.Do(ctx, call); err != nil {
-		return fmt.Errorf("GRANTED to %q at %s: %w", w.owner.Host, host, err)
-	}
 	var res nlm.Res
-	if err := nlm.Unmarshal(call.Reply.Body, &res); err != nil {
-		return fmt.Errorf("GRANTED to %q: %w", w.owner.Host, err)
+	args := nlm.TestArgs{Cookie: w.cookie, Exclusive: w.excl, Lock: w.lock}
+	if err := s.callClient(addr, nlm.ProcGranted, &args, &res); err != nil {
+		return fmt.Errorf("%q: %w", w.owner.Host, err)
 	}
 	if res.Stat != nlm.StatGranted {
 		return fmt.Errorf("GRANTED to %q: the client answered %v", w.owner.Host, res.Stat)

@@ -16,8 +16,10 @@
 //     it monitors and the grace period.
 //   - nlmproc.go: the NLM4 procedures: NULL, TEST, LOCK and NM_LOCK,
 //     CANCEL, UNLOCK, GRANTED_RES (taken and ignored), SHARE and UNSHARE
-//     (share.go), FREE_ALL. The asynchronous _MSG forms are refused with
-//     PROC_UNAVAIL: Linux's client and rdmafs's make the synchronous calls.
+//     (share.go), FREE_ALL; async.go: the asynchronous TEST_MSG, LOCK_MSG,
+//     CANCEL_MSG and UNLOCK_MSG, answered as knfsd answers them, with a
+//     call of the client's _RES procedure, and the calls to a client's
+//     lockd.
 //   - block.go: blocked LOCKs: queued per file, granted in order when what
 //     stood in their way goes, and announced with a GRANTED call to the
 //     client's lockd, found as knfsd finds it, through the client host's

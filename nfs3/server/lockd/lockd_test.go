@@ -349,7 +349,7 @@ func TestNLMBlockedGranted(t *testing.T) {
 	if !inNamespace(t) {
 		return
 	}
-	granted := startClientLockd(t)
+	granted, _ := startClientLockd(t)
 	ts := startServer(t, Config{})
 	a, b := dial(t, ts.port, "alpha"), dial(t, ts.port, "beta")
 	wantStat(t, "alpha's lock", a.lock("f", 1, 0, 0, lockOpts{excl: true}), nlm.StatGranted)
@@ -386,15 +386,28 @@ func TestNLMBlockedGranted(t *testing.T) {
 	wantStat(t, "alpha's shared lock of 0", a.lock("f", 1, 0, 1, lockOpts{}), nlm.StatGranted)
 }
 
-// startClientLockd serves NLM v4's GRANTED as a client's lockd does, on a
-// port it registers with the namespace's rpcbind, and returns what it is
-// called with.
-func startClientLockd(t *testing.T) <-chan nlm.TestArgs {
+// resCall is a call of a _RES procedure the client's lockd received.
+type resCall struct {
+	proc uint32
+	args []byte
+}
+
+// startClientLockd serves NLM v4's GRANTED and the _RES procedures as a
+// client's lockd does, on a port it registers with the namespace's
+// rpcbind, and returns what they are called with.
+func startClientLockd(t *testing.T) (<-chan nlm.TestArgs, <-chan resCall) {
 	t.Helper()
 	granted := make(chan nlm.TestArgs, 16)
+	results := make(chan resCall, 16)
 	rpc := sunrpc.NewServer(sunrpc.ServerConfig{})
-	procs := make([]sunrpc.Proc, nlm.ProcGranted+1)
+	procs := make([]sunrpc.Proc, nlm.ProcGrantedRes+1)
 	procs[0] = sunrpc.NullProc
+	for proc := nlm.ProcTestRes; proc <= nlm.ProcUnlockRes; proc++ {
+		procs[proc] = sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
+			results <- resCall{r.Proc, append([]byte(nil), r.Args...)}
+			return sunrpc.AcceptedReply(r.Xid, sunrpc.Success)
+		}}
+	}
 	procs[nlm.ProcGranted] = sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
 		var a nlm.TestArgs
 		if err := nlm.Unmarshal(r.Args, &a); err != nil {
@@ -413,7 +426,77 @@ func startClientLockd(t *testing.T) <-chan nlm.TestArgs {
 	go rpc.Serve(l)
 	t.Cleanup(func() { rpc.Close() })
 	pmapSet(t, nlm.Program, nlm.Version, nfs3.IPProtoTCP, l.Addr().(*net.TCPAddr).Port)
-	return granted
+	return granted, results
+}
+
+// TestNLMAsyncMsg: the _MSG forms are answered at once with no result,
+// and their results come back as calls of the client's _RES procedures,
+// with the request's cookie: TEST_MSG's the conflicting holder, LOCK_MSG's,
+// CANCEL_MSG's and UNLOCK_MSG's their status.
+func TestNLMAsyncMsg(t *testing.T) {
+	if !inNamespace(t) {
+		return
+	}
+	_, results := startClientLockd(t)
+	ts := startServer(t, Config{})
+	a, b := dial(t, ts.port, "alpha"), dial(t, ts.port, "beta")
+	wantStat(t, "alpha's lock", a.lock("f", 1, 0, 10, lockOpts{excl: true}), nlm.StatGranted)
+	next := func(wantProc uint32) []byte {
+		t.Helper()
+		select {
+		case c := <-results:
+			if c.proc != wantProc {
+				t.Fatalf("%s called, want %s", nlm.ProcNames[c.proc], nlm.ProcNames[wantProc])
+			}
+			return c.args
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", nlm.ProcNames[wantProc])
+		}
+		return nil
+	}
+	msg := func(proc uint32, args nlm.Message) {
+		t.Helper()
+		call := b.rpc.NewCall(proc, nil)
+		defer call.Release()
+		e := call.Args()
+		args.Encode(&e)
+		call.SetArgs(e)
+		if err := b.rpc.Do(context.Background(), call); err != nil {
+			t.Fatalf("%s: %v", nlm.ProcNames[proc], err)
+		}
+		if len(call.Reply.Body) != 0 {
+			t.Fatalf("%s: a reply of %d bytes, want none", nlm.ProcNames[proc], len(call.Reply.Body))
+		}
+	}
+
+	msg(nlm.ProcTestMsg, &nlm.TestArgs{Cookie: []byte("t1"), Exclusive: true, Lock: b.lk("f", 2, 5, 1)})
+	var tres nlm.TestRes
+	if err := nlm.Unmarshal(next(nlm.ProcTestRes), &tres); err != nil {
+		t.Fatal(err)
+	}
+	if string(tres.Cookie) != "t1" || tres.Stat != nlm.StatDenied || tres.Holder.Svid != 1 || tres.Holder.Length != 10 {
+		t.Fatalf("TEST_RES %+v, want alpha's lock 0+10 with cookie t1", tres)
+	}
+	for _, c := range []struct {
+		proc uint32
+		args nlm.Message
+		want nlm.Stat
+	}{
+		{nlm.ProcLockMsg, &nlm.LockArgs{Cookie: []byte("c"), Exclusive: true, Lock: b.lk("f", 2, 5, 1)}, nlm.StatDenied},
+		{nlm.ProcLockMsg, &nlm.LockArgs{Cookie: []byte("c"), Exclusive: true, Lock: b.lk("f", 2, 20, 1)}, nlm.StatGranted},
+		{nlm.ProcCancelMsg, &nlm.CancelArgs{Cookie: []byte("c"), Lock: b.lk("f", 2, 5, 1)}, nlm.StatGranted},
+		{nlm.ProcUnlockMsg, &nlm.UnlockArgs{Cookie: []byte("c"), Lock: b.lk("f", 2, 20, 1)}, nlm.StatGranted},
+	} {
+		msg(c.proc, c.args)
+		var res nlm.Res
+		if err := nlm.Unmarshal(next(c.proc+5), &res); err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Cookie) != "c" || res.Stat != c.want {
+			t.Fatalf("%s after %s: %+v, want %v", nlm.ProcNames[c.proc+5], nlm.ProcNames[c.proc], res, c.want)
+		}
+	}
+	wantStat(t, "alpha on byte 20 after beta's UNLOCK_MSG", a.lock("f", 1, 20, 1, lockOpts{excl: true}), nlm.StatGranted)
 }
 
 // pmapSet registers prog and vers over proto at port with the

@@ -6,21 +6,24 @@ import (
 )
 
 // nlmProcs is NLM v4 as this server serves it. The _MSG procedures (the
-// asynchronous forms, whose results go back as a call of the client's
-// _RES procedure) are refused with PROC_UNAVAIL: Linux's client makes the
-// synchronous calls over TCP, and so does rdmafs's. GRANTED and
-// GRANTED_MSG are the client's to serve; GRANTED_RES is taken and
-// ignored, as this server calls GRANTED, not GRANTED_MSG.
+// asynchronous forms) are served as knfsd serves them: the call is
+// answered at once with no result, and the result goes back later as a
+// call of the client's _RES procedure (async.go). GRANTED and GRANTED_MSG
+// are the client's to serve; GRANTED_RES is taken and ignored, as this
+// server calls GRANTED, not GRANTED_MSG.
 func (s *Server) nlmProcs() []sunrpc.Proc {
 	procs := make([]sunrpc.Proc, nlm.ProcFreeAll+1)
 	for i := range procs {
 		procs[i] = sunrpc.Proc{Front: procUnavail}
 	}
 	procs[nlm.ProcNull] = sunrpc.NullProc
-	procs[nlm.ProcTest] = s.front(s.test)
-	procs[nlm.ProcLock] = s.front(s.lock)
-	procs[nlm.ProcCancel] = s.front(s.cancelBlocked)
-	procs[nlm.ProcUnlock] = s.front(s.unlock)
+	for proc, f := range map[uint32]func(*sunrpc.Request) nlm.Message{
+		nlm.ProcTest: s.test, nlm.ProcLock: s.lock, nlm.ProcCancel: s.cancelBlocked, nlm.ProcUnlock: s.unlock,
+	} {
+		procs[proc] = s.front(synchronous(f))
+		// The _MSG form, 5 on, answers through the _RES form, 10 on.
+		procs[proc+5] = s.front(s.asynchronous(proc+10, f))
+	}
 	procs[nlm.ProcGrantedRes] = s.front(func(r *sunrpc.Request) []byte {
 		var a nlm.Res
 		if nlm.Unmarshal(r.Args, &a) != nil {
@@ -30,7 +33,7 @@ func (s *Server) nlmProcs() []sunrpc.Proc {
 	})
 	procs[nlm.ProcShare] = s.front(s.share)
 	procs[nlm.ProcUnshare] = s.front(s.unshare)
-	procs[nlm.ProcNMLock] = s.front(s.lock)
+	procs[nlm.ProcNMLock] = s.front(synchronous(s.lock))
 	procs[nlm.ProcFreeAll] = s.front(s.freeAll)
 	return procs
 }
@@ -47,6 +50,18 @@ func (s *Server) front(f func(r *sunrpc.Request) []byte) sunrpc.Proc {
 	}}
 }
 
+// synchronous answers a call with the result f gives, or GARBAGE_ARGS
+// when f gives none.
+func synchronous(f func(*sunrpc.Request) nlm.Message) func(*sunrpc.Request) []byte {
+	return func(r *sunrpc.Request) []byte {
+		res := f(r)
+		if res == nil {
+			return garbageArgs(r)
+		}
+		return reply(r, res)
+	}
+}
+
 func procUnavail(r *sunrpc.Request) []byte { return sunrpc.AcceptedReply(r.Xid, sunrpc.ProcUnavail) }
 func garbageArgs(r *sunrpc.Request) []byte { return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs) }
 func voidReply(r *sunrpc.Request) []byte   { return sunrpc.AcceptedReply(r.Xid, sunrpc.Success) }
@@ -60,10 +75,10 @@ func reply(r *sunrpc.Request, res nlm.Message) []byte {
 func ownerOf(l *nlm.Lock) Owner { return Owner{Host: string(l.CallerName), Svid: l.Svid} }
 
 // test is NLM4_TEST: the lock of another owner that would conflict.
-func (s *Server) test(r *sunrpc.Request) []byte {
+func (s *Server) test(r *sunrpc.Request) nlm.Message {
 	var a nlm.TestArgs
 	if nlm.Unmarshal(r.Args, &a) != nil {
-		return garbageArgs(r)
+		return nil
 	}
 	res := nlm.TestRes{Cookie: a.Cookie, Stat: nlm.StatGranted}
 	s.mu.Lock()
@@ -75,23 +90,23 @@ func (s *Server) test(r *sunrpc.Request) []byte {
 		res.Holder = nlm.Holder{Exclusive: c.Exclusive, Svid: c.Owner.Svid, Owner: []byte(c.OH),
 			Offset: c.Start, Length: c.Length()}
 	}
-	return reply(r, &res)
+	return &res
 }
 
 // lock is NLM4_LOCK and NLM4_NM_LOCK: grant, refuse, or queue the request
 // and call the client's GRANTED when it can be granted. During the grace
 // period only reclaims are granted; after it a reclaim is refused, as
 // Linux's lockd refuses it.
-func (s *Server) lock(r *sunrpc.Request) []byte {
+func (s *Server) lock(r *sunrpc.Request) nlm.Message {
 	var a nlm.LockArgs
 	if nlm.Unmarshal(r.Args, &a) != nil {
-		return garbageArgs(r)
+		return nil
 	}
 	res := nlm.Res{Cookie: a.Cookie}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res.Stat = s.lockLocked(r, &a)
-	return reply(r, &res)
+	return &res
 }
 
 func (s *Server) lockLocked(r *sunrpc.Request, a *nlm.LockArgs) nlm.Stat {
@@ -145,38 +160,37 @@ func (s *Server) lockLocked(r *sunrpc.Request, a *nlm.LockArgs) nlm.Stat {
 }
 
 // cancelBlocked is NLM4_CANCEL: the client gives up a blocked LOCK.
-func (s *Server) cancelBlocked(r *sunrpc.Request) []byte {
+func (s *Server) cancelBlocked(r *sunrpc.Request) nlm.Message {
 	var a nlm.CancelArgs
 	if nlm.Unmarshal(r.Args, &a) != nil {
-		return garbageArgs(r)
+		return nil
 	}
 	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	fh := string(a.Lock.FH)
 	if s.inGrace() {
 		res.Stat = nlm.StatDeniedGracePeriod
-	} else if fh := string(a.Lock.FH); true {
-		if i := s.findWaiter(fh, ownerOf(&a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); i >= 0 {
-			s.removeWaiter(fh, i)
-		}
+	} else if i := s.findWaiter(fh, ownerOf(&a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); i >= 0 {
+		s.removeWaiter(fh, i)
 	}
-	return reply(r, &res)
+	return &res
 }
 
 // unlock is NLM4_UNLOCK: it also withdraws the owner's blocked requests
 // in the range (nlmsvc_unlock cancels them first), and grants what waited
 // on the range.
-func (s *Server) unlock(r *sunrpc.Request) []byte {
+func (s *Server) unlock(r *sunrpc.Request) nlm.Message {
 	var a nlm.UnlockArgs
 	if nlm.Unmarshal(r.Args, &a) != nil {
-		return garbageArgs(r)
+		return nil
 	}
 	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inGrace() {
 		res.Stat = nlm.StatDeniedGracePeriod
-		return reply(r, &res)
+		return &res
 	}
 	fh, o, rng := string(a.Lock.FH), ownerOf(&a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
 	ws := s.blocked[fh]
@@ -190,7 +204,7 @@ func (s *Server) unlock(r *sunrpc.Request) []byte {
 		res.Stat = nlm.StatDeniedNoLocks
 	}
 	s.wake(fh)
-	return reply(r, &res)
+	return &res
 }
 
 // freeAll is NLM4_FREE_ALL: a client that restarted drops everything it

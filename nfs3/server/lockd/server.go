@@ -71,6 +71,7 @@ type Server struct {
 	hosts      map[string]*host // by caller_name: those monitored
 	blocked    map[string][]*waiter
 	nblocked   int
+	resCalls   int // _RES calls under way
 	graceUntil time.Time
 	nsmState   int32
 	closed     bool
