@@ -37,7 +37,8 @@
 // to tell of its restart, whether to keep a grace period), whether or not
 // the host's rpc.statd runs. Its state directory (Config.StateDir)
 // holds its NSM state number, made the next odd number at each start, and
-// the client hosts that took locks (caller_name and address). When a new
+// the client hosts that hold locks or took some within Config.HostExpiry
+// (caller_name and address). When a new
 // start finds clients there, the server keeps a grace period
 // (Config.GraceTime, 90 s as knfsd's): TEST, UNLOCK, CANCEL and any LOCK
 // or SHARE that is not a reclaim get NLM4_DENIED_GRACE_PERIOD, reclaims

@@ -112,3 +112,29 @@ func startClientStatd(t *testing.T) <-chan nlm.SMStatChange {
 	pmapSet(t, nlm.NSMProgram, nlm.NSMVersion, nfs3.IPProtoTCP, l.Addr().(*net.TCPAddr).Port)
 	return notified
 }
+
+// TestNLMIdleHostsForgotten: a client that holds nothing and took nothing
+// for HostExpiry is no longer recorded, so a restart after it keeps no
+// grace period; one that holds a lock stays recorded.
+func TestNLMIdleHostsForgotten(t *testing.T) {
+	if !inNamespace(t) {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	const expiry = 200 * time.Millisecond
+	ts := startServer(t, Config{StateDir: dir, HostExpiry: expiry})
+	a, b := dial(t, ts.port, "alpha"), dial(t, ts.port, "beta")
+	wantStat(t, "alpha's lock", a.lock("f", 1, 0, 0, lockOpts{excl: true}), nlm.StatGranted)
+	wantStat(t, "beta's lock", b.lock("g", 1, 0, 0, lockOpts{excl: true}), nlm.StatGranted)
+	wantStat(t, "alpha's unlock", a.unlock("f", 1, 0, 0), nlm.StatGranted)
+	time.Sleep(3 * expiry)
+	if b, err := os.ReadFile(filepath.Join(dir, "clients")); err != nil || string(b) != "\"beta\" 127.0.0.1\n" {
+		t.Fatalf("the state directory records %q (%v), want beta alone", b, err)
+	}
+	wantStat(t, "beta's unlock", b.unlock("g", 1, 0, 0), nlm.StatGranted)
+	time.Sleep(3 * expiry)
+	ts.stop()
+	if again := startServer(t, Config{StateDir: dir, HostExpiry: expiry}); again.lockd.InGrace() {
+		t.Fatal("a grace period after a restart when no client held locks")
+	}
+}

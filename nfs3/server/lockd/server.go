@@ -25,6 +25,9 @@ const (
 	DefaultMaxBlockedPerHost = 64
 	// DefaultMaxHosts bounds the client hosts the server keeps state of.
 	DefaultMaxHosts = 1024
+	// DefaultHostExpiry is how long a client host that holds nothing
+	// stays recorded after its last LOCK: Linux's NLM_HOST_EXPIRE.
+	DefaultHostExpiry = 5 * time.Minute
 	// DefaultMaxLocks bounds the locks of every host together. A lock
 	// costs at most some 2 KB (its owner handle, and the file handle of
 	// a file with no other lock), so 32 MB at most in all.
@@ -46,6 +49,12 @@ type Config struct {
 	Name string
 
 	MaxLocksPerHost, MaxBlockedPerHost, MaxHosts, MaxLocks int
+
+	// HostExpiry forgets a client host that holds nothing that long after
+	// its last LOCK, as Linux's lockd forgets (and unmonitors) idle
+	// hosts, so that a restart keeps a grace period only for clients that
+	// hold locks or took some lately.
+	HostExpiry time.Duration
 
 	// HostStatd: the host's rpc.statd holds NSM's registration with
 	// rpcbind, so the server asks it to monitor each client host
@@ -84,10 +93,11 @@ type Server struct {
 // host is a client host the server monitors: one that took a lock or a
 // share, or that held some before the server restarted.
 type host struct {
-	name    string
-	addr    netip.Addr // where its lockd (and statd) is: the address of its last LOCK
-	blocked int        // its LOCKs waiting
-	shares  int
+	name     string
+	addr     netip.Addr // where its lockd (and statd) is: the address of its last LOCK
+	blocked  int        // its LOCKs waiting
+	shares   int
+	lastUsed time.Time // its last LOCK or SHARE
 }
 
 // ErrClosed is the error of a call after Close.
@@ -110,6 +120,9 @@ func New(cfg Config) (*Server, error) {
 	def(&cfg.MaxBlockedPerHost, DefaultMaxBlockedPerHost)
 	def(&cfg.MaxHosts, DefaultMaxHosts)
 	def(&cfg.MaxLocks, DefaultMaxLocks)
+	if cfg.HostExpiry <= 0 {
+		cfg.HostExpiry = DefaultHostExpiry
+	}
 	if cfg.CallbackTimeout <= 0 {
 		cfg.CallbackTimeout = 5 * time.Second
 	}
@@ -129,9 +142,11 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, p := range previous {
 		if len(s.hosts) < cfg.MaxHosts {
-			s.hosts[p.name] = &host{name: p.name, addr: p.addr}
+			s.hosts[p.name] = &host{name: p.name, addr: p.addr, lastUsed: time.Now()}
 		}
 	}
+	s.bg.Add(1)
+	go s.expireHosts()
 	if len(previous) > 0 && cfg.GraceTime > 0 {
 		s.graceUntil = time.Now().Add(cfg.GraceTime)
 		s.logf("lockd: %d clients held locks before this restart: grace period of %v, only reclaims until then", len(previous), cfg.GraceTime)
@@ -208,6 +223,35 @@ func (s *Server) endGrace() {
 	s.logf("lockd: grace period over")
 }
 
+// expireHosts forgets, every half HostExpiry, the hosts that hold
+// nothing and took nothing for HostExpiry, until Close.
+func (s *Server) expireHosts() {
+	defer s.bg.Done()
+	tick := time.NewTicker(s.cfg.HostExpiry / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-tick.C:
+			s.mu.Lock()
+			if !s.inGrace() {
+				forgot := false
+				for name, h := range s.hosts {
+					if s.holdsNothing(h) && now.Sub(h.lastUsed) >= s.cfg.HostExpiry {
+						delete(s.hosts, name)
+						forgot = true
+					}
+				}
+				if forgot {
+					s.saveHosts()
+				}
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
 func (s *Server) holdsNothing(h *host) bool {
 	return s.locks.Held(h.name) == 0 && h.blocked == 0 && h.shares == 0
 }
@@ -240,12 +284,13 @@ func (s *Server) monitor(name string, addr netip.Addr) *host {
 		if len(s.hosts) >= s.cfg.MaxHosts {
 			return nil
 		}
-		h = &host{name: name, addr: addr}
+		h = &host{name: name, addr: addr, lastUsed: time.Now()}
 		s.hosts[name] = h
 		s.saveHosts()
 		s.monitorWithStatd(h)
 		return h
 	}
+	h.lastUsed = time.Now()
 	if addr.IsValid() && addr != h.addr {
 		h.addr = addr
 		s.saveHosts()
