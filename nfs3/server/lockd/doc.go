@@ -7,8 +7,9 @@
 // # Map
 //
 //   - table.go: Table, the byte-range locks of every file with POSIX
-//     semantics (posix_lock_file): per owner (client host and svid, as
-//     Linux's lockd keys owners; the owner handle only names a holder),
+//     semantics (posix_lock_file): per owner (client host, a caller_name
+//     at an address, and svid, as Linux's lockd keys owners; the owner
+//     handle only names a holder),
 //     shared or exclusive, 64-bit ranges with length 0 meaning to the end
 //     of the file, merged and split as locks and unlocks come, counted per
 //     host and in all.

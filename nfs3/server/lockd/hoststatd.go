@@ -47,9 +47,9 @@ func (s *Server) statdCallback(r *sunrpc.Request) []byte {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, name := range s.hostsMatching(string(a.MonName), netip.Addr{}) {
-		s.logf("lockd: statd: %q restarted (state %d): dropping the locks of %q", a.MonName, a.State, name)
-		s.dropHost(name)
+	for _, key := range s.hostsMatching(string(a.MonName), netip.Addr{}) {
+		s.logf("lockd: statd: %q restarted (state %d)", a.MonName, a.State)
+		s.dropHost(key)
 	}
 	return voidReply(r)
 }

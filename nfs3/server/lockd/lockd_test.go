@@ -522,3 +522,38 @@ func pmapSet(t *testing.T, prog, vers, proto uint32, port int) {
 		t.Fatalf("rpcbind refused program %d version %d on port %d", prog, vers, port)
 	}
 }
+
+// TestNLMHostsByNameAndAddress: two machines with one node name (cloned
+// virtual machines) are two hosts, as Linux's lockd tells them apart by
+// caller_name and address: their processes' locks conflict, and FREE_ALL
+// of the name drops both.
+func TestNLMHostsByNameAndAddress(t *testing.T) {
+	if !inNamespace(t) {
+		return
+	}
+	ts := startServer(t, Config{})
+	// The server answers at a second address of the namespace's loopback
+	// too, and a client reaching it there calls from there.
+	if out, err := exec.Command("ip", "addr", "add", "10.9.9.2/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v: %s", err, out)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("10.9.9.2", strconv.Itoa(ts.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ts.rpc.Serve(l)
+	one := dial(t, ts.port, "twin")
+	two := &client{t: t, name: "twin", rpc: sunrpc.NewClient(sunrpc.NewTCP(sunrpc.TCPConfig{Addr: l.Addr().String()}),
+		sunrpc.Config{Prog: nlm.Program, Vers: nlm.Version, Timeout: 5 * time.Second, Retrans: 1, Soft: true})}
+	defer two.rpc.Close()
+	wantStat(t, "the first twin's lock", one.lock("f", 1, 0, 0, lockOpts{excl: true}), nlm.StatGranted)
+	wantStat(t, "the second twin's lock, same svid", two.lock("f", 1, 0, 0, lockOpts{excl: true}), nlm.StatDenied)
+	wantStat(t, "the second twin's own file", two.lock("g", 1, 0, 0, lockOpts{excl: true}), nlm.StatGranted)
+	if st := ts.lockd.Stats(); st.Hosts != 2 || st.Locks != 2 {
+		t.Fatalf("the server holds %+v, want 2 hosts with a lock each", st)
+	}
+	one.mustCall(nlm.ProcFreeAll, &nlm.Notify{Name: []byte("twin"), State: 3}, nil)
+	if st := ts.lockd.Stats(); st.Hosts != 0 || st.Locks != 0 {
+		t.Fatalf("after FREE_ALL of the name the server holds %+v", st)
+	}
+}

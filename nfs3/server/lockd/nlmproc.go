@@ -1,6 +1,8 @@
 package lockd
 
 import (
+	"net/netip"
+
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
@@ -72,7 +74,10 @@ func reply(r *sunrpc.Request, res nlm.Message) []byte {
 	return w.Buf
 }
 
-func ownerOf(l *nlm.Lock) Owner { return Owner{Host: string(l.CallerName), Svid: l.Svid} }
+// ownerOf is the owner of l, as the host at the call's address names it.
+func ownerOf(r *sunrpc.Request, l *nlm.Lock) Owner {
+	return Owner{Host: hostKey(string(l.CallerName), r.Peer.Remote.Addr()), Svid: l.Svid}
+}
 
 // test is NLM4_TEST: the lock of another owner that would conflict.
 func (s *Server) test(r *sunrpc.Request) nlm.Message {
@@ -85,7 +90,7 @@ func (s *Server) test(r *sunrpc.Request) nlm.Message {
 	defer s.mu.Unlock()
 	if s.inGrace() {
 		res.Stat = nlm.StatDeniedGracePeriod
-	} else if c := s.locks.Test(string(a.Lock.FH), ownerOf(&a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); c != nil {
+	} else if c := s.locks.Test(string(a.Lock.FH), ownerOf(r, &a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); c != nil {
 		res.Stat = nlm.StatDenied
 		res.Holder = nlm.Holder{Exclusive: c.Exclusive, Svid: c.Owner.Svid, Owner: []byte(c.OH),
 			Offset: c.Start, Length: c.Length()}
@@ -118,17 +123,17 @@ func (s *Server) lockLocked(r *sunrpc.Request, a *nlm.LockArgs) nlm.Stat {
 	case !grace && a.Reclaim:
 		return nlm.StatDeniedNoLocks
 	}
-	fh, o, rng := string(a.Lock.FH), ownerOf(&a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
+	fh, o, rng := string(a.Lock.FH), ownerOf(r, &a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
 	_, known := s.hosts[o.Host]
-	h := s.monitor(o.Host, r.Peer.Remote.Addr())
+	h := s.monitor(string(a.Lock.CallerName), r.Peer.Remote.Addr())
 	if h == nil {
-		s.logf("lockd: LOCK from %s (%q): the server keeps %d client hosts already", r.Peer, o.Host, s.cfg.MaxHosts)
+		s.logf("lockd: LOCK from %s (%q): the server keeps %d client hosts already", r.Peer, a.Lock.CallerName, s.cfg.MaxHosts)
 		return nlm.StatDeniedNoLocks
 	}
-	o.Host = h.name // one copy of the name for all the host's locks
+	o.Host = h.key // one copy of the key for all the host's locks
 	forgetNew := func() {
 		if !known && s.holdsNothing(h) {
-			delete(s.hosts, h.name)
+			delete(s.hosts, h.key)
 			s.saveHosts()
 		}
 	}
@@ -171,7 +176,7 @@ func (s *Server) cancelBlocked(r *sunrpc.Request) nlm.Message {
 	fh := string(a.Lock.FH)
 	if s.inGrace() {
 		res.Stat = nlm.StatDeniedGracePeriod
-	} else if i := s.findWaiter(fh, ownerOf(&a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); i >= 0 {
+	} else if i := s.findWaiter(fh, ownerOf(r, &a.Lock), a.Exclusive, RangeOf(a.Lock.Offset, a.Lock.Length)); i >= 0 {
 		s.removeWaiter(fh, i)
 	}
 	return &res
@@ -192,7 +197,7 @@ func (s *Server) unlock(r *sunrpc.Request) nlm.Message {
 		res.Stat = nlm.StatDeniedGracePeriod
 		return &res
 	}
-	fh, o, rng := string(a.Lock.FH), ownerOf(&a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
+	fh, o, rng := string(a.Lock.FH), ownerOf(r, &a.Lock), RangeOf(a.Lock.Offset, a.Lock.Length)
 	ws := s.blocked[fh]
 	for i := len(ws) - 1; i >= 0; i-- {
 		if ws[i].owner == o && ws[i].rng.overlaps(rng) {
@@ -208,7 +213,7 @@ func (s *Server) unlock(r *sunrpc.Request) nlm.Message {
 }
 
 // freeAll is NLM4_FREE_ALL: a client that restarted drops everything it
-// held.
+// held, at any address (Linux's lockd: every host of that name).
 func (s *Server) freeAll(r *sunrpc.Request) []byte {
 	var a nlm.Notify
 	if nlm.Unmarshal(r.Args, &a) != nil {
@@ -216,7 +221,9 @@ func (s *Server) freeAll(r *sunrpc.Request) []byte {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dropHost(string(a.Name))
+	for _, key := range s.hostsMatching(string(a.Name), netip.Addr{}) {
+		s.dropHost(key)
+	}
 	return voidReply(r)
 }
 

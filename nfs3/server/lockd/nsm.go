@@ -65,9 +65,9 @@ func (s *Server) smNotify(r *sunrpc.Request) []byte {
 		// gave this NSM for it.
 		return voidReply(r)
 	}
-	for _, name := range s.hostsMatching(string(a.MonName), from) {
-		s.logf("lockd: SM_NOTIFY from %s: %q restarted (state %d): dropping the locks of %q", r.Peer, a.MonName, a.State, name)
-		s.dropHost(name)
+	for _, key := range s.hostsMatching(string(a.MonName), from) {
+		s.logf("lockd: SM_NOTIFY from %s: %q restarted (state %d)", r.Peer, a.MonName, a.State)
+		s.dropHost(key)
 	}
 	return voidReply(r)
 }
@@ -117,19 +117,19 @@ func (s *Server) notifyName() string {
 	return name
 }
 
-// hostsMatching names the monitored hosts a notice of monName's restart
-// concerns: the host of that caller_name (in any case), the hosts at that
-// address if monName is one, and the hosts at address from if it is
-// valid.
+// hostsMatching returns the keys of the monitored hosts a notice of
+// monName's restart concerns: the hosts of that caller_name (in any case),
+// the hosts at that address if monName is one, and the hosts at address
+// from if it is valid.
 func (s *Server) hostsMatching(monName string, from netip.Addr) []string {
 	ip, err := netip.ParseAddr(monName)
 	if err != nil {
 		ip = netip.Addr{}
 	}
 	var names []string
-	for name, h := range s.hosts {
-		if strings.EqualFold(name, monName) || (ip.IsValid() && h.addr == ip.Unmap()) || (from.IsValid() && h.addr == from) {
-			names = append(names, name)
+	for key, h := range s.hosts {
+		if strings.EqualFold(h.name, monName) || (ip.IsValid() && h.addr == ip.Unmap()) || (from.IsValid() && h.addr == from) {
+			names = append(names, key)
 		}
 	}
 	return names

@@ -77,7 +77,7 @@ type Server struct {
 	mu         sync.Mutex
 	locks      *Table
 	shares     shareTable
-	hosts      map[string]*host // by caller_name: those monitored
+	hosts      map[string]*host // by hostKey: those monitored
 	blocked    map[string][]*waiter
 	nblocked   int
 	resCalls   int // _RES calls under way
@@ -91,10 +91,14 @@ type Server struct {
 }
 
 // host is a client host the server monitors: one that took a lock or a
-// share, or that held some before the server restarted.
+// share, or that held some before the server restarted. A host is a
+// caller_name at an address, as Linux's lockd tells hosts apart
+// (nlmsvc_lookup_host): two machines cloned with one node name are two
+// hosts, and their processes' locks conflict.
 type host struct {
-	name     string
-	addr     netip.Addr // where its lockd (and statd) is: the address of its last LOCK
+	key      string     // hostKey(name, addr): its locks' Owner.Host
+	name     string     // its caller_name
+	addr     netip.Addr // where its lockd (and statd) is: where its calls come from
 	blocked  int        // its LOCKs waiting
 	shares   int
 	lastUsed time.Time // its last LOCK or SHARE
@@ -142,7 +146,8 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, p := range previous {
 		if len(s.hosts) < cfg.MaxHosts {
-			s.hosts[p.name] = &host{name: p.name, addr: p.addr, lastUsed: time.Now()}
+			key := hostKey(p.name, p.addr)
+			s.hosts[key] = &host{key: key, name: p.name, addr: p.addr, lastUsed: time.Now()}
 		}
 	}
 	s.bg.Add(1)
@@ -253,7 +258,7 @@ func (s *Server) expireHosts() {
 }
 
 func (s *Server) holdsNothing(h *host) bool {
-	return s.locks.Held(h.name) == 0 && h.blocked == 0 && h.shares == 0
+	return s.locks.Held(h.key) == 0 && h.blocked == 0 && h.shares == 0
 }
 
 // Stats is what the server holds, for tests and logs.
@@ -275,42 +280,41 @@ func (s *Server) NSMState() int32 {
 	return s.nsmState
 }
 
-// monitor returns the host record of name, making one (and recording it
-// in the state directory) if it is new; nil when the server keeps as many
-// hosts as it may.
+// hostKey names the host of caller_name name at addr.
+func hostKey(name string, addr netip.Addr) string { return name + "\x00" + addr.String() }
+
+// monitor returns the host record of name at addr, making one (and
+// recording it in the state directory) if it is new; nil when the server
+// keeps as many hosts as it may.
 func (s *Server) monitor(name string, addr netip.Addr) *host {
-	h := s.hosts[name]
+	key := hostKey(name, addr)
+	h := s.hosts[key]
 	if h == nil {
 		if len(s.hosts) >= s.cfg.MaxHosts {
 			return nil
 		}
-		h = &host{name: name, addr: addr, lastUsed: time.Now()}
-		s.hosts[name] = h
+		h = &host{key: key, name: name, addr: addr, lastUsed: time.Now()}
+		s.hosts[key] = h
 		s.saveHosts()
 		s.monitorWithStatd(h)
 		return h
 	}
 	h.lastUsed = time.Now()
-	if addr.IsValid() && addr != h.addr {
-		h.addr = addr
-		s.saveHosts()
-		s.monitorWithStatd(h)
-	}
 	return h
 }
 
-// dropHost forgets everything of host name: its locks, its blocked
+// dropHost forgets everything of the host of key: its locks, its blocked
 // requests and its shares (FREE_ALL, or its reboot), and grants what
 // waited on them.
-func (s *Server) dropHost(name string) {
-	h := s.hosts[name]
-	files := s.locks.filesOf(name)
-	s.locks.DropHost(name)
-	s.shares.dropHost(name)
+func (s *Server) dropHost(key string) {
+	h := s.hosts[key]
+	files := s.locks.filesOf(key)
+	s.locks.DropHost(key)
+	s.shares.dropHost(key)
 	for fh, ws := range s.blocked {
 		next := ws[:0]
 		for _, w := range ws {
-			if w.owner.Host == name {
+			if w.owner.Host == key {
 				s.nblocked--
 				continue
 			}
@@ -319,13 +323,13 @@ func (s *Server) dropHost(name string) {
 		s.setBlocked(fh, next)
 	}
 	if h != nil {
-		delete(s.hosts, name)
+		delete(s.hosts, key)
 		s.saveHosts()
+		s.logf("lockd: dropped the locks of %q at %s", h.name, h.addr)
 	}
 	for _, fh := range files {
 		s.wake(fh)
 	}
-	s.logf("lockd: dropped the locks of %q", name)
 }
 
 // saveHosts records the monitored hosts in the state directory.

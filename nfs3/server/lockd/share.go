@@ -23,11 +23,11 @@ type shareTable struct {
 
 func (t *shareTable) init() { t.files = make(map[string][]share) }
 
-func (t *shareTable) dropHost(name string) {
+func (t *shareTable) dropHost(key string) {
 	for fh, ss := range t.files {
 		next := ss[:0]
 		for _, sh := range ss {
-			if sh.host != name {
+			if sh.host != key {
 				next = append(next, sh)
 			} else {
 				t.total--
@@ -62,10 +62,11 @@ func (s *Server) shareLocked(r *sunrpc.Request, a *nlm.ShareArgs) nlm.Stat {
 	case !grace && a.Reclaim:
 		return nlm.StatDeniedNoLocks
 	}
-	fh, name, oh := string(a.Share.FH), string(a.Share.CallerName), string(a.Share.Owner)
+	fh, oh := string(a.Share.FH), string(a.Share.Owner)
+	key := hostKey(string(a.Share.CallerName), r.Peer.Remote.Addr())
 	ss := s.shares.files[fh]
 	for i := range ss {
-		if ss[i].host == name && ss[i].oh == oh {
+		if ss[i].host == key && ss[i].oh == oh {
 			ss[i].mode, ss[i].access = a.Share.Mode, a.Share.Access
 			return nlm.StatGranted
 		}
@@ -75,13 +76,13 @@ func (s *Server) shareLocked(r *sunrpc.Request, a *nlm.ShareArgs) nlm.Stat {
 			return nlm.StatDenied
 		}
 	}
-	h := s.monitor(name, r.Peer.Remote.Addr())
+	h := s.monitor(string(a.Share.CallerName), r.Peer.Remote.Addr())
 	if h == nil || h.shares >= s.cfg.MaxLocksPerHost || s.shares.total >= s.cfg.MaxLocks {
 		return nlm.StatDeniedNoLocks
 	}
 	h.shares++
 	s.shares.total++
-	s.shares.files[fh] = append(ss, share{host: name, oh: oh, mode: a.Share.Mode, access: a.Share.Access})
+	s.shares.files[fh] = append(ss, share{host: h.key, oh: oh, mode: a.Share.Mode, access: a.Share.Access})
 	return nlm.StatGranted
 }
 
@@ -97,16 +98,17 @@ func (s *Server) unshare(r *sunrpc.Request) []byte {
 		res.Stat = nlm.StatDeniedGracePeriod
 		return reply(r, &res)
 	}
-	fh, name, oh := string(a.Share.FH), string(a.Share.CallerName), string(a.Share.Owner)
+	fh, oh := string(a.Share.FH), string(a.Share.Owner)
+	key := hostKey(string(a.Share.CallerName), r.Peer.Remote.Addr())
 	ss := s.shares.files[fh]
 	for i, sh := range ss {
-		if sh.host == name && sh.oh == oh {
+		if sh.host == key && sh.oh == oh {
 			s.shares.files[fh] = append(ss[:i:i], ss[i+1:]...)
 			if len(s.shares.files[fh]) == 0 {
 				delete(s.shares.files, fh)
 			}
 			s.shares.total--
-			if h := s.hosts[name]; h != nil {
+			if h := s.hosts[key]; h != nil {
 				h.shares--
 			}
 			break

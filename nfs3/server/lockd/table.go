@@ -3,13 +3,14 @@ package lockd
 import "math"
 
 // Owner is who holds a lock: a process (Svid) of a client host, as
-// Linux's lockd keys a lock owner (nlmsvc_find_lockowner: host and pid).
+// Linux's lockd keys a lock owner (nlmsvc_find_lockowner: host and pid);
+// the Server names a host by its caller_name and address (hostKey).
 // The owner handle (oh) is not part of it: Linux's client writes the
 // calling process's pid into oh, so the UNLOCK of a lock can carry
 // another oh than its LOCK (a child closing a file its parent locked);
 // oh is only kept to name the holder of a conflicting lock.
 type Owner struct {
-	Host string // the client's caller_name
+	Host string // the client host
 	Svid int32
 }
 
