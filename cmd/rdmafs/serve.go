@@ -15,7 +15,9 @@ import (
 
 	"github.com/rdmafs/rdmafs/cmd/rdmafs/serveopts"
 	"github.com/rdmafs/rdmafs/mountopts"
+	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/server"
+	"github.com/rdmafs/rdmafs/nfs3/server/lockd"
 	"github.com/rdmafs/rdmafs/svcrdma"
 )
 
@@ -61,6 +63,20 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	var locks *lockd.Server
+	var hostStatd bool
+	if !o.NoLock {
+		// Where the host's statd holds NSM, serve hears of its clients'
+		// reboots through it.
+		hostStatd = lockd.HostStatdRuns(context.Background())
+		if locks, err = lockd.New(lockd.Config{StateDir: o.StateDir, GraceTime: o.GraceTime, Name: lockName(o.Addr),
+			HostStatd: hostStatd, Logf: logger.Printf}); err != nil {
+			srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer locks.Close()
+		locks.Register(srv.RPC())
+	}
 	l, err := net.Listen("tcp", hostPort(o.Addr, o.Port))
 	if err != nil {
 		srv.Close()
@@ -74,6 +90,20 @@ func serve(args []string) error {
 	port := l.Addr().(*net.TCPAddr).Port
 	fmt.Printf("rdmafs serve: exporting %s as %s:/ on port %d (NFSv3 and MOUNT)\n", dirs[0], o.Addr, port)
 	fmt.Printf("rdmafs serve: export options %s,clients=%s\n", &o.Export, clientList(&o))
+	// A kernel client of another host mounts without nolock; one on this
+	// host must keep it, as its lockd would take the host's NLM
+	// registration from serve (docs/locking.md).
+	nolock := ",nolock"
+	if locks != nil {
+		if ip := net.ParseIP(o.Addr); ip != nil && !ip.IsLoopback() {
+			nolock = ""
+		}
+		nsm := "its own NSM"
+		if hostStatd {
+			nsm = "the host's statd"
+		}
+		fmt.Printf("rdmafs serve: file locks (NLM v4, with %s) on port %d%s\n", nsm, port, graceNote(&o, locks))
+	}
 	var rdmaSrv *svcrdma.Server
 	if o.Proto == mountopts.ProtoRDMA {
 		if rdmaSrv, err = serveRDMA(srv, &o, logger.Printf); err != nil {
@@ -86,16 +116,30 @@ func serve(args []string) error {
 		fmt.Printf("rdmafs serve: NFSv3 over RDMA (provider=%v) on port %d\n", o.Provider, rport)
 		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o proto=rdma,provider=%v,port=%d,mountport=%d\n", hostForURL(o.Addr), o.Provider, rport, port)
 		if o.Provider == mountopts.ProviderIBVerbs {
-			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", rport, port, hostForURL(o.Addr))
+			fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=rdma,port=%d,mountport=%d,mountproto=tcp%s %s:/ MOUNTPOINT\n", rport, port, nolock, hostForURL(o.Addr))
 		}
 	} else {
 		fmt.Printf("mount it with: rdmafs %s:/ MOUNTPOINT -o port=%d,mountport=%d\n", hostForURL(o.Addr), port, port)
-		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp,nolock %s:/ MOUNTPOINT\n", port, port, hostForURL(o.Addr))
+		fmt.Printf("    or with:   mount -t nfs -o vers=3,proto=tcp,port=%d,mountport=%d,mountproto=tcp%s %s:/ MOUNTPOINT\n", port, port, nolock, hostForURL(o.Addr))
 	}
 
 	// As mountd and nfsd do, so that showmount -e and mount.nfs without
-	// port options find it; nothing when no rpcbind runs.
-	defer server.RegisterRPCBind(context.Background(), port, logger.Printf)()
+	// port options find it, and a kernel client finds the lock manager;
+	// nothing when no rpcbind runs.
+	var lockPrograms [][3]uint32
+	if locks != nil {
+		lockPrograms = lockd.Programs
+		// A client's sm-notify tells of its reboot over UDP only, and
+		// the host's statd calls back over UDP only.
+		if udp, err := net.ListenPacket("udp", hostPort(o.Addr, port)); err != nil {
+			logger.Printf("NSM over UDP on port %d: %v: a client's reboot notice will not reach serve", port, err)
+			lockPrograms = slices.DeleteFunc(slices.Clone(lockPrograms), func(m [3]uint32) bool { return m[2] != nfs3.IPProtoTCP })
+		} else {
+			defer udp.Close()
+			go locks.ServeUDP(udp)
+		}
+	}
+	defer server.RegisterRPCBind(context.Background(), port, logger.Printf, lockPrograms...)()
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
@@ -111,6 +155,27 @@ func serve(args []string) error {
 		srv.Close()
 		return err
 	}
+}
+
+// lockName is how the lock manager names its host to clients after a
+// restart: the address it serves on, which the clients mounted, or the
+// host's name when it serves on every address.
+func lockName(addr string) string {
+	if ip := net.ParseIP(addr); ip == nil || ip.IsUnspecified() {
+		return ""
+	}
+	return addr
+}
+
+// graceNote says whether serve starts in a grace period.
+func graceNote(o *serveopts.Options, locks *lockd.Server) string {
+	switch {
+	case o.StateDir == "":
+		return " (no statedir: no grace period after a restart)"
+	case locks.InGrace():
+		return fmt.Sprintf(" (grace period of %v: reclaims only)", o.GraceTime)
+	}
+	return ""
 }
 
 // hostForURL brackets an IPv6 address for SERVER:/EXPORT.

@@ -20,6 +20,7 @@ import (
 	"github.com/rdmafs/rdmafs/mountopts"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/server"
+	"github.com/rdmafs/rdmafs/nfs3/server/lockd"
 )
 
 // Options are the -o options of rdmafs serve.
@@ -34,6 +35,9 @@ type Options struct {
 	Export      server.Export      // knfsd's export options
 	MaxConns    int                // max_connections=: connections at once, TCP and RDMA
 	IdleTimeout time.Duration      // idle_timeout=: < 0 never
+	NoLock      bool               // nolock: serve no NLM nor NSM
+	GraceTime   time.Duration      // grace_time=: < 0 none
+	StateDir    string             // statedir=: "" keeps no lock state
 }
 
 // Default returns the options rdmafs serve has before any -o: the only
@@ -49,5 +53,6 @@ func Default() Options {
 		Provider:    mountopts.ProviderIBVerbs,
 		MaxConns:    server.DefaultMaxConns,
 		IdleTimeout: server.DefaultIdleTimeout,
+		GraceTime:   lockd.DefaultGraceTime,
 	}
 }

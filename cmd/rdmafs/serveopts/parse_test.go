@@ -13,14 +13,16 @@ func summary(o *Options) string {
 	for _, p := range o.Export.Clients {
 		clients = append(clients, p.String())
 	}
-	return fmt.Sprintf("addr=%s port=%d ro=%v workers=%d proto=%v rdmaport=%d provider=%v export=%s clients=%s max_connections=%d idle=%v",
+	return fmt.Sprintf("addr=%s port=%d ro=%v workers=%d proto=%v rdmaport=%d provider=%v export=%s clients=%s max_connections=%d idle=%v "+
+		"nolock=%v grace=%v statedir=%s",
 		o.Addr, o.Port, o.ReadOnly, o.Workers, o.Proto, o.RDMAPort, o.Provider, &o.Export,
-		strings.Join(clients, "+"), o.MaxConns, o.IdleTimeout)
+		strings.Join(clients, "+"), o.MaxConns, o.IdleTimeout, o.NoLock, o.GraceTime, o.StateDir)
 }
 
 // defaults is summary(Default()): rdmafs serve with no -o.
 const defaults = "addr=127.0.0.1 port=2049 ro=false workers=8 proto=tcp rdmaport=20049 provider=ibverbs " +
-	"export=secure,root_squash,anonuid=65534,anongid=65534 clients= max_connections=256 idle=6m0s"
+	"export=secure,root_squash,anonuid=65534,anongid=65534 clients= max_connections=256 idle=6m0s " +
+	"nolock=false grace=1m30s statedir="
 
 // withDefaults returns defaults with the fields named in changes (as
 // "field=value") replaced.
@@ -73,6 +75,11 @@ var acceptCases = []struct{ list, want string }{
 	{"idle_timeout=0", withDefaults("idle=-1ns")}, // never
 	{"idle_timeout=1", withDefaults("idle=1s")},
 	{"idle_timeout=1048576", withDefaults("idle=291h16m16s")},
+	{"nolock", withDefaults("nolock=true")},
+	{"nolock,lock", defaults},
+	{"grace_time=0", withDefaults("grace=-1ns")}, // none
+	{"grace_time=3600", withDefaults("grace=1h0m0s")},
+	{"statedir=/var/lib/rdmafs/serve", withDefaults("statedir=/var/lib/rdmafs/serve")},
 }
 
 // TestParseAccepts: every option with valid values sets what it says and
@@ -108,7 +115,7 @@ func TestAcceptCasesCoverTable(t *testing.T) {
 }
 
 // knownOptions is the list the error for an unknown option gives.
-const knownOptions = "(port, addr, ro, rw, workers, proto, rdmaport, provider, secure, insecure, root_squash, " +
+const knownOptions = "(port, addr, ro, rw, workers, proto, rdmaport, provider, lock, nolock, grace_time, statedir, secure, insecure, root_squash, " +
 	"no_root_squash, all_squash, no_all_squash, anonuid, anongid, clients, max_connections, idle_timeout)"
 
 // rejectCases are option lists serve refuses, with the error it prints.
@@ -142,6 +149,11 @@ var rejectCases = []struct{ list, err string }{
 	{"all_squash=1", "option all_squash=1: takes no value"},
 	{"clients=10.0.0.300", `option clients=10.0.0.300: client "10.0.0.300": not an address or network (CIDR): ` +
 		`ParseAddr("10.0.0.300"): IPv4 field has value >255`},
+	{"nolock=1", "option nolock=1: takes no value"},
+	{"grace_time=-1", "option grace_time=-1: must be a number from 0 to 3600"},
+	{"grace_time=3601", "option grace_time=3601: must be a number from 0 to 3600"},
+	{"statedir=var/lib", "option statedir=var/lib: must be an absolute path"},
+	{"statedir", "option statedir: must be an absolute path"},
 	{"clients", "option clients: must be addresses or networks (CIDR) joined by +, or *"},
 }
 
@@ -175,6 +187,9 @@ func TestDocumentedDefaults(t *testing.T) {
 		"clients=LIST":                 "(default this host only, the address served on)",
 		"max_connections=N":            "(1..65536; default 256)",
 		"idle_timeout=SECONDS":         "(0..1048576; default 360)",
+		"lock | nolock":                "(default lock)",
+		"grace_time=SECONDS":           "(0..3600; default 90)",
+		"statedir=DIR":                 "(default none: no grace period, no notice of a restart)",
 	}
 	seen := 0
 	for _, sec := range Sections() {

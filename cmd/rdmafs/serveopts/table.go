@@ -82,6 +82,24 @@ var table = []option{
 	enum(sectionServe, "provider", "verbs provider for proto=rdma: ibverbs (RDMA hardware) or soft (software RDMA)",
 		[]mountopts.Provider{mountopts.ProviderIBVerbs, mountopts.ProviderSoft},
 		func(o *Options) *mountopts.Provider { return &o.Provider }),
+	flagPair(sectionServe, "lock", "nolock", "nolock",
+		"nolock: serve no file locks (NLM v4 and its NSM, on the TCP port, registered with the host's rpcbind)",
+		func(o *Options) *bool { return &o.NoLock }),
+	graceTime(),
+	{
+		names: []string{"statedir"}, section: sectionServe, value: true,
+		allowed: "an absolute path",
+		syntax:  "statedir=DIR", def: "none: no grace period, no notice of a restart",
+		help: "where the lock manager keeps its NSM state number and the clients that hold locks, " +
+			"so that a restart tells them and keeps a grace period; one per serve",
+		apply: func(o *Options, _, val string) string {
+			if !strings.HasPrefix(val, "/") {
+				return "must be an absolute path"
+			}
+			o.StateDir = val
+			return ""
+		},
+	},
 
 	flagPair(sectionExport, "secure", "insecure", "insecure",
 		"calls over TCP only from ports below 1024 (root's), or from any; "+
@@ -186,6 +204,20 @@ func idleTimeout() option {
 			o.IdleTimeout = time.Duration(n) * time.Second
 			if n == 0 {
 				o.IdleTimeout = -1
+			}
+		})
+}
+
+// graceTime is grace_time=SECONDS, where 0 means none.
+func graceTime() option {
+	d := Default()
+	return numeric(sectionServe, []string{"grace_time"}, "grace_time=SECONDS",
+		"after a restart on a statedir that records clients holding locks, grant only their reclaims that long; 0 none",
+		strconv.Itoa(int(d.GraceTime/time.Second)), 0, 3600,
+		func(o *Options, _ string, n int) {
+			o.GraceTime = time.Duration(n) * time.Second
+			if n == 0 {
+				o.GraceTime = -1
 			}
 		})
 }
