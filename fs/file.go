@@ -293,7 +293,6 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release implements gofs.FileReleaser. When the last handle of a file
 // that was unlinked while open goes, its hidden name is removed.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
-	h.inUse() // no longer counted as closing: it is gone
-	h.fs.closeObject(ctx, h.obj)
+	h.fs.closeObject(ctx, h)
 	return 0
 }

@@ -82,10 +82,16 @@ func (f *FS) awaitRelease(ctx context.Context, obj *object) {
 	}
 }
 
-// closeObject counts a close of obj and removes its hidden name after the
-// last.
-func (f *FS) closeObject(ctx context.Context, obj *object) {
+// closeObject counts the release of h and removes its object's hidden name
+// after the last. The handle stops counting as closing and as open in one
+// step: an unlink between the two would find the file open and not
+// closing, so it would not wait for this release (awaitRelease).
+func (f *FS) closeObject(ctx context.Context, h *fileHandle) {
+	obj := h.obj
 	obj.mu.Lock()
+	if h.closed.Swap(false) {
+		obj.closed--
+	}
 	obj.opens--
 	var s *silly
 	if obj.opens == 0 {
