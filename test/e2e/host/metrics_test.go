@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -356,5 +358,48 @@ func TestNodeExporterTextfile(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("node_exporter:\n%s", log.String())
+	}
+}
+
+// TestStatsSkipsStuckMount: a mount whose daemon does not answer (here:
+// stopped) is left out of the host's report after a few seconds, with a
+// warning, and the other mounts are reported; before, the report waited
+// for it as long as it stayed stuck, and a scrape timed out.
+func TestStatsSkipsStuckMount(t *testing.T) {
+	needHost(t)
+	good := rdmaMountWithTraffic(t)
+	s := startServer(t, "", 0, "no_root_squash")
+	stuck := s.mount(t)
+	pid := daemonOf(t, stuck)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Go on before the mount's cleanup unmounts it (cleanups run last
+	// registered first).
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	start := time.Now()
+	code, out := rdmafs(t, 30*time.Second, "stats", "-prometheus")
+	took := time.Since(start)
+	if code != 0 || took > 15*time.Second {
+		t.Fatalf("stats -prometheus with a stuck mount: exit %d after %v\n%s", code, took, out)
+	}
+	// The warning comes on stderr, which rdmafs() mixes in: take it out.
+	var report, warnings []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "rdmafs stats: ") {
+			warnings = append(warnings, line)
+		} else {
+			report = append(report, line)
+		}
+	}
+	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, stuck) }) {
+		t.Errorf("no warning names the stuck mount %s: %q", stuck, warnings)
+	}
+	samples := parseProm(t, strings.Join(report, "\n"))
+	if len(find(samples, "node_mountstats_nfs_mountpoint_info", map[string]string{"mountpoint": good})) != 1 {
+		t.Errorf("the answering mount %s is not in the report:\n%s", good, out)
+	}
+	if len(find(samples, "node_mountstats_nfs_mountpoint_info", map[string]string{"mountpoint": stuck})) != 0 {
+		t.Errorf("the stuck mount %s is in the report", stuck)
 	}
 }
