@@ -26,58 +26,13 @@ type ClientConfig struct {
 // Client calls the NFSv3 procedures of one server. It is safe for
 // concurrent use.
 type Client struct {
-	rpc          *sunrpc.Client
-	jukeboxDelay time.Duration
+	caller
 }
 
 // NewClient returns a Client that calls through rpc, which must be set up
 // for Program and Version.
 func NewClient(rpc *sunrpc.Client, cfg ClientConfig) *Client {
-	c := &Client{rpc: rpc, jukeboxDelay: cfg.JukeboxDelay}
-	if c.jukeboxDelay <= 0 {
-		c.jukeboxDelay = DefaultJukeboxDelay
-	}
-	return c
-}
-
-// RPC returns the underlying RPC client.
-func (c *Client) RPC() *sunrpc.Client { return c.rpc }
-
-// start returns a new call of proc and an encoder for its arguments.
-func (c *Client) start(proc uint32, cred *sunrpc.Cred) (*sunrpc.Call, xdr.Encoder) {
-	call := c.rpc.NewCall(proc, cred)
-	return call, call.Args()
-}
-
-// finish sends the call with the arguments in e and returns a decoder of
-// the results after the status. A status other than OK is returned as the
-// error, and the decoder then holds the rest of the failure results.
-func (c *Client) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder) (xdr.Decoder, error) {
-	call.SetArgs(e)
-	for {
-		if err := c.rpc.Do(ctx, call); err != nil {
-			return xdr.Decoder{}, err
-		}
-		d := xdr.NewDecoder(call.Reply.Body)
-		st := Status(d.Uint32())
-		if err := d.Err(); err != nil {
-			return d, badReply(int(call.Proc), err)
-		}
-		if st == OK {
-			return d, nil
-		}
-		if st != ErrJukebox {
-			return d, st
-		}
-		timer := time.NewTimer(c.jukeboxDelay)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return d, ctx.Err()
-		}
-		c.rpc.Reissue(call)
-	}
+	return &Client{caller: newCaller(rpc, cfg, ProcNames)}
 }
 
 // answered reports whether err is the server's status, whose failure
@@ -87,14 +42,6 @@ func (c *Client) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder) (
 func answered(err error) bool {
 	var st Status
 	return errors.As(err, &st)
-}
-
-// check returns the decoder's error as a malformed-reply error of proc.
-func check(proc int, d *xdr.Decoder) error {
-	if err := d.Err(); err != nil {
-		return badReply(proc, err)
-	}
-	return nil
 }
 
 // Null calls NULL, to see that the server answers.
@@ -115,7 +62,7 @@ func (c *Client) Getattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *F
 		return err
 	}
 	getFattr(&d, attr)
-	return check(ProcGetattr, &d)
+	return c.check(ProcGetattr, &d)
 }
 
 // Setattr sets the attributes of fh. With guard, the server refuses
@@ -137,7 +84,7 @@ func (c *Client) Setattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *S
 		return err
 	}
 	getWcc(&d, wcc)
-	return check(ProcSetattr, &d)
+	return c.check(ProcSetattr, &d)
 }
 
 // LookupResult is what LOOKUP returns.
@@ -167,7 +114,7 @@ func (c *Client) Lookup(ctx context.Context, cred *sunrpc.Cred, dir *FH, name st
 	if d.Err() == nil && res.FH.IsZero() {
 		d.Fail(errEmptyHandle)
 	}
-	return check(ProcLookup, &d)
+	return c.check(ProcLookup, &d)
 }
 
 // Access asks which of the ACCESS bits in mask the caller has on fh, and
@@ -183,7 +130,7 @@ func (c *Client) Access(ctx context.Context, cred *sunrpc.Cred, fh *FH, mask uin
 	}
 	hasAttr = getPostOpAttr(&d, attr)
 	granted = d.Uint32()
-	return granted & mask, hasAttr, check(ProcAccess, &d)
+	return granted & mask, hasAttr, c.check(ProcAccess, &d)
 }
 
 // Readlink returns the target of the symbolic link fh.
@@ -199,7 +146,7 @@ func (c *Client) Readlink(ctx context.Context, cred *sunrpc.Cred, fh *FH) (strin
 	var attr Fattr
 	getPostOpAttr(&d, &attr)
 	target := ddpOpaque(&d, &call.Reply, MaxPathLen)
-	if err := check(ProcReadlink, &d); err != nil {
+	if err := c.check(ProcReadlink, &d); err != nil {
 		return "", err
 	}
 	return string(target), nil
