@@ -44,6 +44,21 @@ func answered(err error) bool {
 	return errors.As(err, &st)
 }
 
+// finishWcc is finish for the procedures whose results, OK or not, are
+// the directory's or file's wcc_data alone (SETATTR, REMOVE, RMDIR): it
+// decodes them into wcc.
+func (c *Client) finishWcc(ctx context.Context, call *sunrpc.Call, e xdr.Encoder, wcc *Wcc) error {
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		if answered(err) {
+			getWcc(&d, wcc)
+		}
+		return err
+	}
+	getWcc(&d, wcc)
+	return c.check(int(call.Proc), &d)
+}
+
 // Null calls NULL, to see that the server answers.
 func (c *Client) Null(ctx context.Context) error {
 	call, e := c.start(ProcNull, nil)
@@ -76,15 +91,7 @@ func (c *Client) Setattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *S
 	if guard != nil {
 		putTime(&e, *guard)
 	}
-	d, err := c.finish(ctx, call, e)
-	if err != nil {
-		if answered(err) {
-			getWcc(&d, wcc)
-		}
-		return err
-	}
-	getWcc(&d, wcc)
-	return c.check(ProcSetattr, &d)
+	return c.finishWcc(ctx, call, e, wcc)
 }
 
 // LookupResult is what LOOKUP returns.

@@ -101,15 +101,7 @@ func (c *Client) dirOp(ctx context.Context, proc uint32, cred *sunrpc.Cred, dir 
 	call, e := c.start(proc, cred)
 	defer call.Release()
 	putDirOp(&e, dir, name)
-	d, err := c.finish(ctx, call, e)
-	if err != nil {
-		if answered(err) {
-			getWcc(&d, wcc)
-		}
-		return err
-	}
-	getWcc(&d, wcc)
-	return c.check(int(proc), &d)
+	return c.finishWcc(ctx, call, e, wcc)
 }
 
 // Rename renames fromName in fromDir to toName in toDir, replacing what
