@@ -22,22 +22,29 @@ func Usage() string {
 			if opt.group != g {
 				continue
 			}
-			var notes []string
-			if opt.values != "" {
-				notes = append(notes, opt.values)
-			}
-			if opt.def != "" {
-				notes = append(notes, "default "+opt.def)
-			}
 			head := opt.syntax
-			if len(notes) > 0 {
-				head += "  (" + strings.Join(notes, "; ") + ")"
+			if notes := ValueNotes(opt.values, opt.def); notes != "" {
+				head += "  (" + notes + ")"
 			}
 			Wrap(&b, head, "  ", "    ")
 			Wrap(&b, opt.help, "      ", "      ")
 		}
 	}
 	return b.String()
+}
+
+// ValueNotes sums up an option's values and default as rdmafs -h shows
+// them, for the mount options and serve's alike: "0..65535; default 0",
+// either part alone, or "" if there is neither.
+func ValueNotes(values, def string) string {
+	var notes []string
+	if values != "" {
+		notes = append(notes, values)
+	}
+	if def != "" {
+		notes = append(notes, "default "+def)
+	}
+	return strings.Join(notes, "; ")
 }
 
 // Wrap writes text to b as lines of at most UsageWidth columns, breaking at

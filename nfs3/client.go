@@ -26,58 +26,13 @@ type ClientConfig struct {
 // Client calls the NFSv3 procedures of one server. It is safe for
 // concurrent use.
 type Client struct {
-	rpc          *sunrpc.Client
-	jukeboxDelay time.Duration
+	caller
 }
 
 // NewClient returns a Client that calls through rpc, which must be set up
 // for Program and Version.
 func NewClient(rpc *sunrpc.Client, cfg ClientConfig) *Client {
-	c := &Client{rpc: rpc, jukeboxDelay: cfg.JukeboxDelay}
-	if c.jukeboxDelay <= 0 {
-		c.jukeboxDelay = DefaultJukeboxDelay
-	}
-	return c
-}
-
-// RPC returns the underlying RPC client.
-func (c *Client) RPC() *sunrpc.Client { return c.rpc }
-
-// start returns a new call of proc and an encoder for its arguments.
-func (c *Client) start(proc uint32, cred *sunrpc.Cred) (*sunrpc.Call, xdr.Encoder) {
-	call := c.rpc.NewCall(proc, cred)
-	return call, call.Args()
-}
-
-// finish sends the call with the arguments in e and returns a decoder of
-// the results after the status. A status other than OK is returned as the
-// error, and the decoder then holds the rest of the failure results.
-func (c *Client) finish(ctx context.Context, call *sunrpc.Call, e xdr.Encoder) (xdr.Decoder, error) {
-	call.SetArgs(e)
-	for {
-		if err := c.rpc.Do(ctx, call); err != nil {
-			return xdr.Decoder{}, err
-		}
-		d := xdr.NewDecoder(call.Reply.Body)
-		st := Status(d.Uint32())
-		if err := d.Err(); err != nil {
-			return d, badReply(int(call.Proc), err)
-		}
-		if st == OK {
-			return d, nil
-		}
-		if st != ErrJukebox {
-			return d, st
-		}
-		timer := time.NewTimer(c.jukeboxDelay)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return d, ctx.Err()
-		}
-		c.rpc.Reissue(call)
-	}
+	return &Client{caller: newCaller(rpc, cfg, ProcNames)}
 }
 
 // answered reports whether err is the server's status, whose failure
@@ -89,12 +44,19 @@ func answered(err error) bool {
 	return errors.As(err, &st)
 }
 
-// check returns the decoder's error as a malformed-reply error of proc.
-func check(proc int, d *xdr.Decoder) error {
-	if err := d.Err(); err != nil {
-		return badReply(proc, err)
+// finishWcc is finish for the procedures whose results, OK or not, are
+// the directory's or file's wcc_data alone (SETATTR, REMOVE, RMDIR): it
+// decodes them into wcc.
+func (c *Client) finishWcc(ctx context.Context, call *sunrpc.Call, e xdr.Encoder, wcc *Wcc) error {
+	d, err := c.finish(ctx, call, e)
+	if err != nil {
+		if answered(err) {
+			getWcc(&d, wcc)
+		}
+		return err
 	}
-	return nil
+	getWcc(&d, wcc)
+	return c.check(int(call.Proc), &d)
 }
 
 // Null calls NULL, to see that the server answers.
@@ -115,7 +77,7 @@ func (c *Client) Getattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *F
 		return err
 	}
 	getFattr(&d, attr)
-	return check(ProcGetattr, &d)
+	return c.check(ProcGetattr, &d)
 }
 
 // Setattr sets the attributes of fh. With guard, the server refuses
@@ -129,15 +91,7 @@ func (c *Client) Setattr(ctx context.Context, cred *sunrpc.Cred, fh *FH, attr *S
 	if guard != nil {
 		putTime(&e, *guard)
 	}
-	d, err := c.finish(ctx, call, e)
-	if err != nil {
-		if answered(err) {
-			getWcc(&d, wcc)
-		}
-		return err
-	}
-	getWcc(&d, wcc)
-	return check(ProcSetattr, &d)
+	return c.finishWcc(ctx, call, e, wcc)
 }
 
 // LookupResult is what LOOKUP returns.
@@ -167,7 +121,7 @@ func (c *Client) Lookup(ctx context.Context, cred *sunrpc.Cred, dir *FH, name st
 	if d.Err() == nil && res.FH.IsZero() {
 		d.Fail(errEmptyHandle)
 	}
-	return check(ProcLookup, &d)
+	return c.check(ProcLookup, &d)
 }
 
 // Access asks which of the ACCESS bits in mask the caller has on fh, and
@@ -183,7 +137,7 @@ func (c *Client) Access(ctx context.Context, cred *sunrpc.Cred, fh *FH, mask uin
 	}
 	hasAttr = getPostOpAttr(&d, attr)
 	granted = d.Uint32()
-	return granted & mask, hasAttr, check(ProcAccess, &d)
+	return granted & mask, hasAttr, c.check(ProcAccess, &d)
 }
 
 // Readlink returns the target of the symbolic link fh.
@@ -199,7 +153,7 @@ func (c *Client) Readlink(ctx context.Context, cred *sunrpc.Cred, fh *FH) (strin
 	var attr Fattr
 	getPostOpAttr(&d, &attr)
 	target := ddpOpaque(&d, &call.Reply, MaxPathLen)
-	if err := check(ProcReadlink, &d); err != nil {
+	if err := c.check(ProcReadlink, &d); err != nil {
 		return "", err
 	}
 	return string(target), nil

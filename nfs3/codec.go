@@ -129,8 +129,3 @@ func getName(d *xdr.Decoder) []byte {
 	}
 	return name
 }
-
-// badReply wraps a decoding error of procedure proc.
-func badReply(proc int, err error) error {
-	return fmt.Errorf("%w: %s: %v", ErrBadReply, ProcNames[proc], err)
-}

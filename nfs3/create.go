@@ -29,7 +29,7 @@ func (c *Client) finishCreate(ctx context.Context, call *sunrpc.Call, e xdr.Enco
 	res.HasFH = getPostOpFH(&d, &res.FH)
 	res.HasAttr = getPostOpAttr(&d, &res.Attr)
 	getWcc(&d, &res.DirWcc)
-	return check(int(call.Proc), &d)
+	return c.check(int(call.Proc), &d)
 }
 
 // Create creates the regular file name in dir. With Exclusive, verf is the
@@ -101,15 +101,7 @@ func (c *Client) dirOp(ctx context.Context, proc uint32, cred *sunrpc.Cred, dir 
 	call, e := c.start(proc, cred)
 	defer call.Release()
 	putDirOp(&e, dir, name)
-	d, err := c.finish(ctx, call, e)
-	if err != nil {
-		if answered(err) {
-			getWcc(&d, wcc)
-		}
-		return err
-	}
-	getWcc(&d, wcc)
-	return check(int(proc), &d)
+	return c.finishWcc(ctx, call, e, wcc)
 }
 
 // Rename renames fromName in fromDir to toName in toDir, replacing what
@@ -129,7 +121,7 @@ func (c *Client) Rename(ctx context.Context, cred *sunrpc.Cred, fromDir *FH, fro
 	}
 	getWcc(&d, fromWcc)
 	getWcc(&d, toWcc)
-	return check(ProcRename, &d)
+	return c.check(ProcRename, &d)
 }
 
 // Link makes name in dir a hard link to fh and returns fh's attributes.
@@ -148,5 +140,5 @@ func (c *Client) Link(ctx context.Context, cred *sunrpc.Cred, fh *FH, dir *FH, n
 	}
 	hasAttr = getPostOpAttr(&d, attr)
 	getWcc(&d, dirWcc)
-	return hasAttr, check(ProcLink, &d)
+	return hasAttr, c.check(ProcLink, &d)
 }

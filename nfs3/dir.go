@@ -88,7 +88,7 @@ func (c *Client) finishDir(ctx context.Context, call *sunrpc.Call, e xdr.Encoder
 		fn(&ent)
 	}
 	page.EOF = d.Bool()
-	if err := check(int(call.Proc), &d); err != nil {
+	if err := c.check(int(call.Proc), &d); err != nil {
 		return page, err
 	}
 	return page, nil

@@ -21,7 +21,7 @@ func (c *Client) Fsstat(ctx context.Context, cred *sunrpc.Cred, root *FH) (FSSta
 	st.TBytes, st.FBytes, st.ABytes = d.Uint64(), d.Uint64(), d.Uint64()
 	st.TFiles, st.FFiles, st.AFiles = d.Uint64(), d.Uint64(), d.Uint64()
 	st.Invarsec = d.Uint32()
-	return st, check(ProcFsstat, &d)
+	return st, c.check(ProcFsstat, &d)
 }
 
 // Fsinfo returns the server's limits and preferences for the file system.
@@ -42,7 +42,7 @@ func (c *Client) Fsinfo(ctx context.Context, cred *sunrpc.Cred, root *FH) (FSInf
 	fi.MaxFileSize = d.Uint64()
 	fi.TimeDelta = getTime(&d)
 	fi.Properties = d.Uint32()
-	return fi, check(ProcFsinfo, &d)
+	return fi, c.check(ProcFsinfo, &d)
 }
 
 // Pathconf returns the POSIX limits of the file system of fh.
@@ -60,5 +60,5 @@ func (c *Client) Pathconf(ctx context.Context, cred *sunrpc.Cred, fh *FH) (PathC
 	pc.LinkMax, pc.NameMax = d.Uint32(), d.Uint32()
 	pc.NoTrunc, pc.ChownRestricted = d.Bool(), d.Bool()
 	pc.CaseInsensitive, pc.CasePreserving = d.Bool(), d.Bool()
-	return pc, check(ProcPathconf, &d)
+	return pc, c.check(ProcPathconf, &d)
 }

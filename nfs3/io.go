@@ -46,7 +46,7 @@ func (c *Client) Read(ctx context.Context, cred *sunrpc.Cred, fh *FH, off uint64
 	if d.Err() == nil && int(n) != len(res.Data) {
 		d.Fail(fmt.Errorf("count %d but %d bytes of data", n, len(res.Data)))
 	}
-	return check(ProcRead, &d)
+	return c.check(ProcRead, &d)
 }
 
 // WriteResult is what WRITE returns.
@@ -84,7 +84,7 @@ func (c *Client) Write(ctx context.Context, cred *sunrpc.Cred, fh *FH, off uint6
 			d.Fail(fmt.Errorf("committed %v", res.Committed))
 		}
 	}
-	return check(ProcWrite, &d)
+	return c.check(ProcWrite, &d)
 }
 
 // Commit asks the server to make count bytes of fh at off (0: to the end)
@@ -102,5 +102,5 @@ func (c *Client) Commit(ctx context.Context, cred *sunrpc.Cred, fh *FH, off uint
 	}
 	getWcc(&d, wcc)
 	getVerf(&d, &verf)
-	return verf, check(ProcCommit, &d)
+	return verf, c.check(ProcCommit, &d)
 }

@@ -291,7 +291,7 @@ func (b *Block) Buffer(n int) *sunrpc.Buffer { return sunrpc.NewBuffer(b.Bytes()
 
 // Get returns a free block, waiting for one until ctx ends or lost
 // closes (the connection the block is for has ended: ErrLost). It does
-// not grow the arena: its caller asks Grow first.
+// not grow the arena: its caller asks Grow (TryGetOrGrow) first.
 func (a *Arena) Get(ctx context.Context, lost <-chan struct{}) (*Block, error) {
 	if b := a.TryGet(); b != nil {
 		return b, nil
@@ -323,6 +323,20 @@ func (a *Arena) TryGet() *Block {
 				return b
 			}
 		default:
+			return nil
+		}
+	}
+}
+
+// TryGetOrGrow returns a free block, growing the arena while none is
+// free and it may grow; nil if it may grow no more and none is free.
+// Client and server take a block this way before they wait (Get).
+func (a *Arena) TryGetOrGrow() *Block {
+	for {
+		if b := a.TryGet(); b != nil {
+			return b
+		}
+		if !a.Grow() {
 			return nil
 		}
 	}

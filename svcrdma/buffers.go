@@ -142,26 +142,10 @@ func newArena(n, size, slabBlocks, minSlabs int, regs *slabRegs) (*rpcrdma.Arena
 // block returns a free block of a, growing a if none is, and waiting for
 // one if it may not grow, until lost closes (the connection ended).
 func block(a *rpcrdma.Arena, lost <-chan struct{}) (*rpcrdma.Block, error) {
-	for {
-		if b := a.TryGet(); b != nil {
-			return b, nil
-		}
-		if !a.Grow() {
-			return a.Get(context.Background(), lost)
-		}
+	if b := a.TryGetOrGrow(); b != nil {
+		return b, nil
 	}
-}
-
-// tryBlock returns a free block of a, growing a if none is, or nil.
-func tryBlock(a *rpcrdma.Arena) *rpcrdma.Block {
-	for {
-		if b := a.TryGet(); b != nil {
-			return b
-		}
-		if !a.Grow() {
-			return nil
-		}
-	}
+	return a.Get(context.Background(), lost)
 }
 
 // Sizes of a connection's arenas.

@@ -152,7 +152,7 @@ func (c *svcConn) post(sc *svcCall, h *rpcrdma.Header, inline []byte, pushed []p
 // sendError answers xid with RDMA_ERROR.
 func (c *svcConn) sendError(xid uint32, code uint32) {
 	h := rpcrdma.Header{Xid: xid, Vers: rpcrdma.Version, Credits: c.grant(), Proc: rpcrdma.ProcError, ErrCode: code, VersLow: rpcrdma.Version, VersHigh: rpcrdma.Version}
-	send := tryBlock(c.small)
+	send := c.small.TryGetOrGrow()
 	if send == nil {
 		return // the client's call times out instead
 	}

@@ -104,7 +104,7 @@ func (ep *endpoint) send(ctx context.Context, deadline time.Time, r *request, ca
 // until the try's deadline, ctx's end or the connection's. Only a call
 // that has to wait pays for the deadline's context and timer.
 func (ep *endpoint) getBlock(ctx context.Context, deadline time.Time, a *rpcrdma.Arena) (*rpcrdma.Block, error) {
-	if b := tryGetOrGrow(a); b != nil {
+	if b := a.TryGetOrGrow(); b != nil {
 		return b, nil
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)

@@ -25,7 +25,7 @@ func TestTeardownWhileCallWaitsForChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var held []*rpcrdma.Block
-	for blk := tryGetOrGrow(tr.chunks); blk != nil; blk = tryGetOrGrow(tr.chunks) {
+	for blk := tr.chunks.TryGetOrGrow(); blk != nil; blk = tr.chunks.TryGetOrGrow() {
 		held = append(held, blk)
 	}
 	release := func() {

@@ -280,23 +280,11 @@ func (t *Transport) PayloadBuffer(n int) *sunrpc.Buffer {
 	if n > t.chunks.BlockSize() || t.chunks.Len()-t.chunks.Out() <= payloadReserve {
 		return nil
 	}
-	b := tryGetOrGrow(t.chunks)
+	b := t.chunks.TryGetOrGrow()
 	if b == nil {
 		return nil
 	}
 	return b.Buffer(n)
-}
-
-// tryGetOrGrow takes a free block of a, growing a if none is free.
-func tryGetOrGrow(a *rpcrdma.Arena) *rpcrdma.Block {
-	for {
-		if b := a.TryGet(); b != nil {
-			return b
-		}
-		if !a.Grow() {
-			return nil
-		}
-	}
 }
 
 // XprtStats implements sunrpc.Transport.

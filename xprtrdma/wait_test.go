@@ -89,7 +89,7 @@ func TestChunkWaitEndsAtDeadline(t *testing.T) {
 	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
 	fh := b.create(t, c, "f")
 	var held []*rpcrdma.Block
-	for blk := tryGetOrGrow(tr.chunks); blk != nil; blk = tryGetOrGrow(tr.chunks) {
+	for blk := tr.chunks.TryGetOrGrow(); blk != nil; blk = tr.chunks.TryGetOrGrow() {
 		held = append(held, blk)
 	}
 	defer func() {

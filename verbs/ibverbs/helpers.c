@@ -285,18 +285,26 @@ int rdmafs_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq
 	return 0;
 }
 
+/* conn_param fills the connection parameters that rdma_connect and
+ * rdma_accept share: the private data and the RDMA Read depths. */
+static void conn_param(struct rdma_conn_param *p, const void *pdata, uint8_t pdata_len,
+		       uint8_t responder_resources, uint8_t initiator_depth, uint8_t rnr_retry)
+{
+	memset(p, 0, sizeof *p);
+	p->private_data = pdata_len ? pdata : NULL;
+	p->private_data_len = pdata_len;
+	p->responder_resources = responder_resources;
+	p->initiator_depth = initiator_depth;
+	p->rnr_retry_count = rnr_retry;
+}
+
 int rdmafs_connect(struct rdma_cm_id *id, const void *pdata, uint8_t pdata_len,
 		   uint8_t responder_resources, uint8_t initiator_depth, uint8_t retry, uint8_t rnr_retry)
 {
 	struct rdma_conn_param p;
 
-	memset(&p, 0, sizeof p);
-	p.private_data = pdata_len ? pdata : NULL;
-	p.private_data_len = pdata_len;
-	p.responder_resources = responder_resources;
-	p.initiator_depth = initiator_depth;
+	conn_param(&p, pdata, pdata_len, responder_resources, initiator_depth, rnr_retry);
 	p.retry_count = retry;
-	p.rnr_retry_count = rnr_retry;
 	if (rdma_connect(id, &p))
 		return -errno;
 	return 0;
@@ -307,12 +315,7 @@ int rdmafs_accept(struct rdma_cm_id *id, const void *pdata, uint8_t pdata_len,
 {
 	struct rdma_conn_param p;
 
-	memset(&p, 0, sizeof p);
-	p.private_data = pdata_len ? pdata : NULL;
-	p.private_data_len = pdata_len;
-	p.responder_resources = responder_resources;
-	p.initiator_depth = initiator_depth;
-	p.rnr_retry_count = rnr_retry;
+	conn_param(&p, pdata, pdata_len, responder_resources, initiator_depth, rnr_retry);
 	if (rdma_accept(id, &p))
 		return -errno;
 	return 0;

@@ -1,6 +1,6 @@
 package serveopts
 
-import "strings"
+import "github.com/rdmafs/rdmafs/mountopts"
 
 // A Section is a group of options as rdmafs -h and the man page show
 // them: a title ("" for the first, which the command's text introduces)
@@ -22,16 +22,9 @@ func Sections() []Section {
 	}
 	for i := range table {
 		opt := &table[i]
-		var notes []string
-		if opt.values != "" {
-			notes = append(notes, opt.values)
-		}
-		if opt.def != "" {
-			notes = append(notes, "default "+opt.def)
-		}
 		help := opt.help
-		if len(notes) > 0 {
-			help += " (" + strings.Join(notes, "; ") + ")"
+		if notes := mountopts.ValueNotes(opt.values, opt.def); notes != "" {
+			help += " (" + notes + ")"
 		}
 		secs[opt.section].Items = append(secs[opt.section].Items, Item{Syntax: opt.syntax, Help: help})
 	}
