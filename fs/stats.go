@@ -62,7 +62,10 @@ const (
 //	        requests.
 //	RPC iostats version: 1.1  p/v: 100003/3 (nfs)
 //	xprt:   the transport's line (one per connection with nconnect)
-//	per-op statistics: one line per NFSv3 procedure
+//	per-op statistics: one line per NFSv3 procedure, then, on a mount
+//	        whose locks go to the server, one per NLM version 4 procedure,
+//	        named NLM_TEST, NLM_LOCK and so on (the kernel keeps those
+//	        apart, in /proc/net/rpc/nlm)
 //
 // The block ends with an empty line, as in /proc/self/mountstats.
 func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
@@ -104,6 +107,11 @@ func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
 	b.WriteString("\tper-op statistics\n")
 	if err := rpc.WriteOpStats(b); err != nil {
 		return err
+	}
+	if f.cfg.Locks != nil {
+		if err := f.cfg.Locks.RPC().WriteOpStats(b); err != nil {
+			return err
+		}
 	}
 	b.WriteString("\n")
 	return b.Flush()

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rdmafs/rdmafs/fs/lockd"
+	"github.com/rdmafs/rdmafs/mountopts"
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// startLocks sets up the locks of a mount (nfs(5) lock, nolock and
+// local_lock): with lock, the server's lock manager through its
+// portmapper, and the callback service. It returns nil when locks stay
+// local.
+//
+// The kernel's mount.nfs does not ask the server for its lock manager: a
+// lock mount of a server without one mounts, and every lock then fails
+// with ENOLCK. rdmafs asks at mount time. Given lock explicitly, the mount
+// fails if the server has none, with a message naming nolock. By default
+// (neither lock nor nolock) such a mount keeps its locks local, as with
+// nolock, and says so once in the log: a mount that worked before rdmafs
+// had NLM keeps working. With mountport= (a server without a portmapper)
+// and neither word, it does not ask.
+func startLocks(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*lockd.Client, error) {
+	o := &a.opts
+	if o.Lock == mountopts.ChoiceOff || o.LocalLock == mountopts.LocalLockAll {
+		o.Lock = mountopts.ChoiceOff
+		return nil, nil
+	}
+	if o.Lock == mountopts.ChoiceAuto && o.MountPort != 0 {
+		// mountport= says the server has no portmapper to find a lock
+		// manager through: do not wait on it.
+		logf("mountport=%d without lock: locks stay local to this client, as with nolock", o.MountPort)
+		o.Lock = mountopts.ChoiceOff
+		return nil, nil
+	}
+	machine, _ := os.Hostname()
+	auth := sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: machine}
+	dial := nfs3.DialConfig{
+		Host: a.host, Auth: auth,
+		ReservedPort: !o.NoResvPort && os.Geteuid() == 0,
+		Timeout:      min(time.Duration(o.Timeo)*time.Second/10, mountTimeout),
+	}
+	c, err := lockd.Dial(ctx, lockd.Config{Dial: dial, CallerName: machine, Logf: logf})
+	if err != nil {
+		if o.Lock == mountopts.ChoiceOn {
+			if errors.Is(err, lockd.ErrNoNLM) {
+				return nil, fmt.Errorf("%w: mount with nolock to keep locks local to this client", err)
+			}
+			return nil, fmt.Errorf("lock: %w (mount with nolock to keep locks local to this client)", err)
+		}
+		logf("%v: locks stay local to this client, as with nolock", err)
+		o.Lock = mountopts.ChoiceOff
+		return nil, nil
+	}
+	o.Lock = mountopts.ChoiceOn
+	c.ServeCallbacks(ctx)
+	if nsm, err := nlm.DialNSM(ctx, dial); err == nil {
+		c.WatchServer(func(ctx context.Context) (int32, error) { return nsm.Stat(ctx, a.host) })
+	} else {
+		logf("lockd: %v: a restart of the server is seen only when it answers NLM4_DENIED_GRACE_PERIOD", err)
+	}
+	return c, nil
+}
