@@ -23,7 +23,8 @@ type callback struct {
 // this host's portmapper, so it registers there as NLM version 4 over TCP,
 // but only if no other lock manager is registered: the kernel's lockd (or
 // another rdmafs) keeps its registration, and rdmafs then polls (see
-// pollFirst) and says so once in the log. It returns whether the server
+// without asking the server to queue its waiting locks: see pollFirst)
+// and says so once in the log. It returns whether the server
 // can call back.
 func (c *Client) ServeCallbacks(ctx context.Context) bool {
 	ln, err := net.Listen("tcp", ":0")
@@ -66,7 +67,7 @@ func (c *Client) ServeCallbacks(ctx context.Context) bool {
 	}
 	cb.registered = true
 	c.mu.Lock()
-	c.pollEvery, c.pollMax = pollWithCallback, pollWithCallback
+	c.callbacks = true
 	c.mu.Unlock()
 	return true
 }

@@ -48,8 +48,7 @@ type Client struct {
 	grace   chan struct{} // closed when a reclaim ends; nil: none under way
 
 	cb        *callback // nil until ServeCallbacks
-	pollEvery time.Duration
-	pollMax   time.Duration
+	callbacks bool      // the server can call back: waiting locks are queued
 	quit      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -96,12 +95,10 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			Prog: nlm.Program, Vers: nlm.Version, Auth: cfg.Dial.Auth, Timeout: timeout, Retrans: 2,
 			Server: cfg.Dial.Host, ProcNames: StatNames, Logf: cfg.Logf,
 		}),
-		caller:    []byte(cfg.CallerName),
-		held:      make(map[heldKey]heldSet),
-		waiters:   make(map[*waiter]struct{}),
-		pollEvery: pollFirst,
-		pollMax:   pollMaxNoCallback,
-		quit:      make(chan struct{}),
+		caller:  []byte(cfg.CallerName),
+		held:    make(map[heldKey]heldSet),
+		waiters: make(map[*waiter]struct{}),
+		quit:    make(chan struct{}),
 	}
 	c.owners.init()
 	return c, nil

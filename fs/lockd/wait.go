@@ -8,20 +8,28 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 )
 
-// How often a blocked LOCK is sent again. The server grants a blocked lock
-// by calling GRANTED on this host's lock manager, which it finds through
-// this host's portmapper. When rdmafs's callback service is the one
-// registered there, a LOCK is sent again only every pollWithCallback
-// (Linux's NLMCLNT_POLL_TIMEOUT), in case a callback was lost. When it is
-// not (another lock manager, the kernel's lockd, is registered, or there
-// is no portmapper), the server's GRANTED goes elsewhere and rdmafs learns
-// of the grant only by asking again: it sends the LOCK again after
-// pollFirst, doubling up to pollMaxNoCallback, so that a waiter still gets
-// the lock within about a second of its release, at the cost of one small
-// call a second per waiter.
+// How a waiting lock learns that it is granted. The server grants a
+// blocked lock by calling GRANTED on this host's lock manager, which it
+// finds through this host's portmapper.
+//
+// When rdmafs's callback service is the one registered there, a waiting
+// LOCK asks the server to queue it (block), and the GRANTED callback ends
+// the wait, within moments of the release; the LOCK is sent again every
+// pollWithCallback (Linux's NLMCLNT_POLL_TIMEOUT) in case a callback was
+// lost.
+//
+// When it is not (the kernel's lockd is registered, as on a host that is
+// itself an NFS server or client, or there is no portmapper), the server's
+// GRANTED would go to the other lock manager, which refuses it, and
+// Linux's lockd then drops the grant. So rdmafs does not ask to be queued:
+// it polls, sending a LOCK without block after pollFirst, then at doubling
+// intervals up to pollMaxNoCallback, so that a waiter still gets a lock
+// within about a second of its release, at the cost of one small call a
+// second per waiter while a lock is held long. A waiter queued on the
+// server (a kernel client's) gets a released lock first.
 const (
 	pollWithCallback  = 30 * time.Second
-	pollFirst         = 100 * time.Millisecond
+	pollFirst         = 25 * time.Millisecond
 	pollMaxNoCallback = time.Second
 	// graceRetry is how long a call answered NLM4_DENIED_GRACE_PERIOD
 	// waits before it is sent again (Linux's NLMCLNT_GRACE_WAIT).
@@ -88,14 +96,15 @@ func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exc
 	stopWatch := c.watchInterrupt(ctx, interrupted, cancel)
 	defer stopWatch()
 
-	poll := c.pollInterval()
+	poll, pollMax, queue := c.pollPolicy()
+	block := wait && queue
 	for {
-		args := nlm.LockArgs{Cookie: c.cookie(), Block: wait, Exclusive: exclusive, Lock: l, State: c.state()}
+		args := nlm.LockArgs{Cookie: c.cookie(), Block: block, Exclusive: exclusive, Lock: l, State: c.state()}
 		var res nlm.Res
 		err := c.call(callCtx, nlm.ProcLock, &args, &res)
 		if err != nil {
 			if callCtx.Err() != nil {
-				c.cancel(ctx, &l, exclusive, wait)
+				c.cancel(ctx, key, r, &l, exclusive, block)
 				return errInterrupted
 			}
 			return err
@@ -113,10 +122,15 @@ func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exc
 			if !wait {
 				return &StatError{"LOCK", nlm.StatDenied}
 			}
+		case nlm.StatDenied:
+			if !wait || block {
+				return &StatError{"LOCK", res.Stat}
+			}
 		default:
 			return &StatError{"LOCK", res.Stat}
 		}
-		// Blocked: wait for the GRANTED callback or the next poll.
+		// Blocked, or polling: wait for the GRANTED callback or the
+		// time to ask again.
 		t := time.NewTimer(poll)
 		select {
 		case <-w.granted:
@@ -126,13 +140,15 @@ func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exc
 		case <-t.C:
 		case <-callCtx.Done():
 			t.Stop()
-			c.cancel(ctx, &l, exclusive, wait)
+			if block {
+				c.cancel(ctx, key, r, &l, exclusive, block)
+			}
 			return errInterrupted
 		case <-c.quit:
 			t.Stop()
 			return errInterrupted
 		}
-		poll = min(2*poll, c.pollMaxInterval())
+		poll = min(2*poll, pollMax)
 	}
 }
 
@@ -161,26 +177,33 @@ func (c *Client) watchInterrupt(ctx context.Context, interrupted Interrupted, ca
 	return func() { close(stop) }
 }
 
-// cancel withdraws a blocked LOCK the caller gave up on. The server may
-// have granted it meanwhile, so an UNLOCK follows: after an interrupted
-// F_SETLKW the owner holds nothing of that range, as with the kernel's
-// client.
-func (c *Client) cancel(ctx context.Context, l *nlm.Lock, exclusive, block bool) {
+// cancel withdraws a LOCK the caller gave up on: one queued on the server
+// (CANCEL), or one whose call was cut short. The server may have granted
+// it meanwhile, so an UNLOCK of its range follows unless CANCEL found it
+// still queued: after an interrupted F_SETLKW the owner holds nothing of
+// that range, as with the kernel's client ("ensure that we remove the lock
+// altogether").
+func (c *Client) cancel(ctx context.Context, key heldKey, r Range, l *nlm.Lock, exclusive, block bool) {
 	cctx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer done()
-	args := nlm.CancelArgs{Cookie: c.cookie(), Block: block, Exclusive: exclusive, Lock: *l}
-	var res nlm.Res
-	if err := c.call(cctx, nlm.ProcCancel, &args, &res); err != nil {
-		c.logf("lockd: CANCEL of an interrupted lock: %v", err)
-	}
-	if res.Stat != nlm.StatGranted {
-		// Not found blocked: it may have been granted just before.
-		un := nlm.UnlockArgs{Cookie: c.cookie(), Lock: *l}
-		var ures nlm.Res
-		if err := c.call(cctx, nlm.ProcUnlock, &un, &ures); err != nil {
-			c.logf("lockd: UNLOCK after an interrupted lock: %v", err)
+	if block {
+		args := nlm.CancelArgs{Cookie: c.cookie(), Block: block, Exclusive: exclusive, Lock: *l}
+		var res nlm.Res
+		err := c.call(cctx, nlm.ProcCancel, &args, &res)
+		if err == nil && res.Stat == nlm.StatGranted {
+			return // withdrawn while still queued
+		}
+		if err != nil {
+			c.logf("lockd: CANCEL of an interrupted lock: %v", err)
 		}
 	}
+	un := nlm.UnlockArgs{Cookie: c.cookie(), Lock: *l}
+	var ures nlm.Res
+	if err := c.call(cctx, nlm.ProcUnlock, &un, &ures); err != nil {
+		c.logf("lockd: UNLOCK after an interrupted lock: %v", err)
+		return
+	}
+	c.setHeld(key, r, false, true)
 }
 
 // granted is the GRANTED callback: it wakes the waiter of l and tells
@@ -201,16 +224,16 @@ func (c *Client) granted(l *nlm.Lock) bool {
 	return false
 }
 
-func (c *Client) pollInterval() time.Duration {
+// pollPolicy returns how long a waiting lock first waits before asking
+// again, the longest it waits, and whether it asks the server to queue it
+// (the server can call rdmafs back).
+func (c *Client) pollPolicy() (first, most time.Duration, queue bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pollEvery
-}
-
-func (c *Client) pollMaxInterval() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pollMax
+	if c.callbacks {
+		return pollWithCallback, pollWithCallback, true
+	}
+	return pollFirst, pollMaxNoCallback, false
 }
 
 func (c *Client) logf(format string, args ...any) {
