@@ -22,15 +22,54 @@ type callback struct {
 // ServeCallbacks starts the callback service. The server finds it through
 // this host's portmapper, so it registers there as NLM version 4 over TCP,
 // but only if no other lock manager is registered: the kernel's lockd (or
-// another rdmafs) keeps its registration, and rdmafs then polls (see
-// without asking the server to queue its waiting locks: see pollFirst)
-// and says so once in the log. It returns whether the server
-// can call back.
+// another rdmafs) keeps its registration, and rdmafs then polls without
+// asking the server to queue its waiting locks (see pollFirst), and says
+// so once in the log. It returns whether the server can call back.
 func (c *Client) ServeCallbacks(ctx context.Context) bool {
-	ln, err := net.Listen("tcp", ":0")
+	cb, err := c.startCallbacks()
 	if err != nil {
 		c.logf("lockd: no callback service (%v): blocked locks are polled every %v", err, pollMaxNoCallback)
 		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	registered := false
+	defer func() {
+		if !registered {
+			cb.close()
+			c.mu.Lock()
+			c.cb = nil
+			c.mu.Unlock()
+		}
+	}()
+	other, err := localPortmap(rctx, nfs3.PortmapProcGetport, nlm.Program, nlm.Version, 0)
+	switch {
+	case err != nil:
+		c.logf("lockd: %v: the server cannot call back; blocked locks are polled every %v", err, pollMaxNoCallback)
+		return false
+	case other != 0:
+		c.logf("lockd: another lock manager (port %d) is registered as NLM version 4 with this host's portmapper: "+
+			"the server cannot call rdmafs back; blocked locks are polled every %v", other, pollMaxNoCallback)
+		return false
+	}
+	ok, err := localPortmap(rctx, nfs3.PortmapProcSet, nlm.Program, nlm.Version, uint32(cb.port))
+	if err != nil || ok == 0 {
+		c.logf("lockd: cannot register the callback service with this host's portmapper (%v): blocked locks are polled every %v", err, pollMaxNoCallback)
+		return false
+	}
+	cb.registered, registered = true, true
+	c.mu.Lock()
+	c.callbacks = true
+	c.mu.Unlock()
+	return true
+}
+
+// startCallbacks starts serving GRANTED and GRANTED_MSG on a TCP port of
+// its own, on every address.
+func (c *Client) startCallbacks() (*callback, error) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return nil, err
 	}
 	cb := &callback{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
 	cb.srv = sunrpc.NewServer(sunrpc.ServerConfig{Workers: 2, MaxRecord: 64 << 10, MaxConns: 16, IdleTimeout: 5 * time.Minute, Logf: c.cfg.Logf})
@@ -47,29 +86,7 @@ func (c *Client) ServeCallbacks(ctx context.Context) bool {
 	c.mu.Lock()
 	c.cb = cb
 	c.mu.Unlock()
-
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	other, err := localPortmap(rctx, nfs3.PortmapProcGetport, nlm.Program, nlm.Version, 0)
-	switch {
-	case err != nil:
-		c.logf("lockd: %v: the server cannot call back; blocked locks are polled every %v", err, pollMaxNoCallback)
-		return false
-	case other != 0:
-		c.logf("lockd: another lock manager (port %d) is registered as NLM version 4 with this host's portmapper: "+
-			"the server cannot call rdmafs back; blocked locks are polled every %v", other, pollMaxNoCallback)
-		return false
-	}
-	ok, err := localPortmap(rctx, nfs3.PortmapProcSet, nlm.Program, nlm.Version, uint32(cb.port))
-	if err != nil || ok == 0 {
-		c.logf("lockd: cannot register the callback service with this host's portmapper (%v): blocked locks are polled every %v", err, pollMaxNoCallback)
-		return false
-	}
-	cb.registered = true
-	c.mu.Lock()
-	c.callbacks = true
-	c.mu.Unlock()
-	return true
+	return cb, nil
 }
 
 // close stops the service and takes its registration back.
@@ -109,7 +126,14 @@ func (c *Client) serveGrantedMsg(r *sunrpc.Request) []byte {
 	if c.granted(&args.Lock) {
 		res.Stat = nlm.StatGranted
 	}
+	select {
+	case <-c.quit:
+		return sunrpc.SuccessHeader(r.Xid).Buf
+	default:
+	}
+	c.wg.Add(1)
 	go func() {
+		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := c.call(ctx, nlm.ProcGrantedRes, &res, nil); err != nil {
