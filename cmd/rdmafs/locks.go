@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/rdmafs/rdmafs/fs/lockd"
@@ -47,7 +48,7 @@ func startLocks(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*
 		ReservedPort: !o.NoResvPort && os.Geteuid() == 0,
 		Timeout:      min(time.Duration(o.Timeo)*time.Second/10, mountTimeout),
 	}
-	c, err := lockd.Dial(ctx, lockd.Config{Dial: dial, CallerName: machine, Logf: logf})
+	c, err := lockd.Dial(ctx, lockd.Config{Dial: dial, CallerName: machine, StateDir: lockStateDir(), Logf: logf})
 	if err != nil {
 		if o.Lock == mountopts.ChoiceOn {
 			if errors.Is(err, lockd.ErrNoNLM) {
@@ -60,6 +61,13 @@ func startLocks(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*
 		return nil, nil
 	}
 	o.Lock = mountopts.ChoiceOn
+	// Before the callback service: a dead rdmafs's registration with
+	// this host's portmapper goes with its locks.
+	if n, err := c.RecoverStale(ctx); err != nil {
+		logf("lockd: dropping the locks of an rdmafs that died: %v", err)
+	} else if n > 0 {
+		logf("lockd: dropped %d locks on %s of an rdmafs that died holding them", n, a.host)
+	}
 	c.ServeCallbacks(ctx)
 	if nsm, err := nlm.DialNSM(ctx, dial); err == nil {
 		c.WatchServer(func(ctx context.Context) (int32, error) { return nsm.Stat(ctx, a.host) })
@@ -67,4 +75,20 @@ func startLocks(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*
 		logf("lockd: %v: a restart of the server is seen only when it answers NLM4_DENIED_GRACE_PERIOD", err)
 	}
 	return c, nil
+}
+
+// lockStateDir is where the lock journals are (lockd's journal.go):
+// /var/lib/rdmafs/nlm for root, $XDG_STATE_HOME/rdmafs/nlm (or
+// ~/.local/state/rdmafs/nlm) for other users; "" if there is none.
+func lockStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/rdmafs/nlm"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "rdmafs", "nlm")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "rdmafs", "nlm")
+	}
+	return ""
 }

@@ -29,6 +29,9 @@ type Config struct {
 	// CallerName names this host to the server (caller_name); default
 	// the node name.
 	CallerName string
+	// StateDir, if set, holds the journals by which the locks of an
+	// rdmafs that died are dropped at the next mount (journal.go).
+	StateDir string
 	// Logf receives what an administrator should know once (polling, a
 	// server restart, a reclaim that failed).
 	Logf func(format string, args ...any)
@@ -47,6 +50,7 @@ type Client struct {
 	waiters map[*waiter]struct{}
 	grace   chan struct{} // closed when a reclaim ends; nil: none under way
 
+	journal   *journal  // nil without Config.StateDir
 	cb        *callback // nil until ServeCallbacks
 	callbacks bool      // the server can call back: waiting locks are queued
 	quit      chan struct{}
@@ -101,6 +105,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		quit:    make(chan struct{}),
 	}
 	c.owners.init()
+	if cfg.StateDir != "" {
+		if err := c.openJournal(); err != nil {
+			c.rpc.Close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -129,6 +139,9 @@ func (c *Client) Close() error {
 		}
 		c.wg.Wait()
 		c.rpc.Close()
+		c.mu.Lock()
+		c.closeJournal()
+		c.mu.Unlock()
 	})
 	return nil
 }
@@ -290,6 +303,7 @@ func (c *Client) Unlock(ctx context.Context, fh []byte, owner uint64, r Range) e
 func (c *Client) setHeld(key heldKey, r Range, ex, unlock bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.journalLocked()
 	h := c.held[key].set(r, ex, unlock)
 	if len(h) == 0 {
 		delete(c.held, key)

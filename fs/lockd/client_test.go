@@ -387,3 +387,83 @@ func TestLockReclaimInGrace(t *testing.T) {
 		t.Errorf("after the reclaim the server has holder %d, want the reclaimer %d", p.holder[string(fh)], p.reclaims[0].Svid)
 	}
 }
+
+// TestRecoverStaleAfterCrash: the locks and the queued request of an
+// rdmafs that died (its journal's flock is free) are dropped on the server
+// by the next client of that server from this host, and only those: a
+// live client's journal is left alone.
+func TestRecoverStaleAfterCrash(t *testing.T) {
+	p := startPeer(t)
+	dir := t.TempDir()
+	dial := func() *Client {
+		c, err := Dial(context.Background(), Config{
+			Dial: nfs3.DialConfig{Host: "127.0.0.1", Timeout: 5 * time.Second}, Port: p.port,
+			CallerName: "testhost", StateDir: dir, Logf: t.Logf,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	live := dial()
+	defer live.Close()
+	liveFH := []byte("live-file")
+	if err := live.Lock(context.Background(), liveFH, 7, whole, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	dead := dial()
+	defer dead.Close()
+	dead.mu.Lock()
+	dead.callbacks = true // its waiting locks are queued on the server
+	dead.mu.Unlock()
+	if err := dead.Lock(context.Background(), fh, 1, Range{0, 9}, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := []byte("other-file")
+	if err := live.Lock(context.Background(), other, 8, whole, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- dead.Lock(ctx, other, 2, whole, true, true, func() bool { return false }) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.count("LOCK(block)") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead client's waiting LOCK never reached the server")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The process dies: its journal's flock goes with its descriptor,
+	// nothing is unlocked.
+	dead.journal.f.Close()
+	dead.journal = nil
+
+	next := dial()
+	defer next.Close()
+	n, err := next.RecoverStale(context.Background())
+	if err != nil {
+		t.Fatalf("RecoverStale: %v", err)
+	}
+	if n != 2 {
+		t.Errorf("RecoverStale dropped %d locks, want 2 (the dead client's lock and its queued request)", n)
+	}
+	if p.count("CANCEL") != 1 {
+		t.Errorf("%d CANCELs, want 1 for the queued request", p.count("CANCEL"))
+	}
+	p.mu.Lock()
+	_, deadHolds := p.holder[string(fh)]
+	_, liveHolds := p.holder[string(liveFH)]
+	queued := len(p.queued)
+	p.mu.Unlock()
+	if deadHolds || queued != 0 {
+		t.Errorf("after recovery the server still has the dead client's lock (%v) or %d queued requests", deadHolds, queued)
+	}
+	if !liveHolds {
+		t.Error("recovery dropped the live client's lock")
+	}
+	if err := next.Lock(context.Background(), fh, 3, whole, true, false, nil); err != nil {
+		t.Errorf("LOCK of the dead client's file after recovery: %v", err)
+	}
+}

@@ -19,6 +19,8 @@
 //   - reclaim.go: the server's restarts, seen as its statd's state number
 //     changing or as NLM4_DENIED_GRACE_PERIOD answers, and the reclaim of
 //     every held lock.
+//   - journal.go: the journal of what a client holds, by which the locks
+//     of an rdmafs that died are dropped at the next mount.
 //   - portmap.go: SET, UNSET and GETPORT on this host's portmapper.
 //
 // # Owners

@@ -42,11 +42,13 @@ var errInterrupted = errors.New("lockd: interrupted")
 
 // waiter is a blocked LOCK waiting for the server's GRANTED.
 type waiter struct {
-	fh      string
-	owner   uint64
-	svid    int32
-	off, n  uint64
-	granted chan struct{} // closed by the GRANTED callback
+	fh        string
+	owner     uint64
+	svid      int32
+	off, n    uint64
+	exclusive bool
+	queued    bool          // asked the server to queue it (block)
+	granted   chan struct{} // closed by the GRANTED callback
 }
 
 // matches reports whether a GRANTED for lock l is w's, as Linux's
@@ -71,16 +73,25 @@ const interruptPoll = 100 * time.Millisecond
 // sends CANCEL and returns an error whose Errno is EINTR.
 func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exclusive, wait bool, interrupted Interrupted) error {
 	key := heldKey{string(fh), owner}
+	poll, pollMax, queue := c.pollPolicy()
+	block := wait && queue
 	c.mu.Lock()
 	l := c.lockLocked(fh, owner, r)
-	w := &waiter{fh: key.fh, owner: owner, svid: l.Svid, off: l.Offset, n: l.Length, granted: make(chan struct{})}
+	w := &waiter{fh: key.fh, owner: owner, svid: l.Svid, off: l.Offset, n: l.Length, exclusive: exclusive,
+		queued: block, granted: make(chan struct{})}
 	if wait {
 		c.waiters[w] = struct{}{}
+		if block {
+			c.journalLocked()
+		}
 	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.waiters, w)
+		if block {
+			c.journalLocked()
+		}
 		if len(c.held[key]) == 0 {
 			c.forgetOwnerLocked(owner)
 		}
@@ -96,8 +107,6 @@ func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exc
 	stopWatch := c.watchInterrupt(ctx, interrupted, cancel)
 	defer stopWatch()
 
-	poll, pollMax, queue := c.pollPolicy()
-	block := wait && queue
 	for {
 		args := nlm.LockArgs{Cookie: c.cookie(), Block: block, Exclusive: exclusive, Lock: l, State: c.state()}
 		var res nlm.Res
