@@ -69,12 +69,34 @@ func startLocks(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*
 		logf("lockd: dropped %d locks on %s of an rdmafs that died holding them", n, a.host)
 	}
 	c.ServeCallbacks(ctx)
-	if nsm, err := nlm.DialNSM(ctx, dial); err == nil {
-		c.WatchServer(func(ctx context.Context) (int32, error) { return nsm.Stat(ctx, a.host) })
-	} else {
-		logf("lockd: %v: a restart of the server is seen only when it answers NLM4_DENIED_GRACE_PERIOD", err)
-	}
+	c.WatchServer(serverState(dial, a.host))
 	return c, nil
+}
+
+// serverState returns the function that asks the server's statd for its
+// state number. statd's port changes when the server restarts, so a failed
+// call finds it again through the portmapper at the next one.
+func serverState(dial nfs3.DialConfig, host string) func(context.Context) (int32, error) {
+	var nsm *nlm.NSMClient
+	return func(ctx context.Context) (int32, error) {
+		if nsm == nil {
+			var err error
+			if nsm, err = nlm.DialNSM(ctx, dial); err != nil {
+				return 0, err
+			}
+		}
+		st, err := nsm.Stat(ctx, host)
+		if errors.Is(err, nlm.ErrSMFail) {
+			// Linux's statd answers with its state even when it
+			// cannot resolve the name asked about.
+			return st, nil
+		}
+		if err != nil {
+			nsm.Close()
+			nsm = nil
+		}
+		return st, err
+	}
 }
 
 // lockStateDir is where the lock journals are (lockd's journal.go):

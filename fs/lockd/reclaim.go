@@ -13,8 +13,8 @@ import (
 // of locks their clients held before. Linux's client learns of the restart
 // from its statd, which the server's sm-notify tells. rdmafs cannot hear
 // those notifications (this host's statd calls the kernel's lockd), so it
-// watches the server's statd itself: while it holds locks it asks for the
-// server's state number every statdPoll, well within the grace period, and
+// watches the server's statd itself: it asks for the server's state number
+// every statdPoll, well within the grace period, and
 // a changed number is a restart. A call answered NLM4_DENIED_GRACE_PERIOD
 // is one too. Either way it reclaims every lock it holds, and calls that
 // are not reclaims wait until it is done.
@@ -103,9 +103,10 @@ func (c *Client) startReclaim(why string) {
 }
 
 // WatchServer asks the server's statd for its state number every
-// statdPoll while locks are held, and reclaims them when it changes.
-// stat is the NSM client's Stat (nil: no statd, only grace-period
-// answers tell of a restart).
+// statdPoll, and reclaims the held locks when it changes. stat is the NSM
+// client's Stat (nil: no statd, only grace-period answers tell of a
+// restart). It asks whether or not locks are held, so that a restart
+// while none were is not taken later for one that forgot locks taken since.
 func (c *Client) WatchServer(stat func(ctx context.Context) (int32, error)) {
 	if stat == nil {
 		return
@@ -118,19 +119,14 @@ func (c *Client) WatchServer(stat func(ctx context.Context) (int32, error)) {
 		t := time.NewTicker(statdPoll)
 		defer t.Stop()
 		for {
-			c.mu.Lock()
-			holding := len(c.held) > 0
-			c.mu.Unlock()
-			if holding || !known {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				st, err := stat(ctx)
-				cancel()
-				if err == nil {
-					if known && st != last {
-						c.startReclaim("its statd's state went from " + itoa(last) + " to " + itoa(st))
-					}
-					last, known = st, true
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			st, err := stat(ctx)
+			cancel()
+			if err == nil {
+				if known && st != last {
+					c.startReclaim("its statd's state went from " + itoa(last) + " to " + itoa(st))
 				}
+				last, known = st, true
 			}
 			select {
 			case <-t.C:
