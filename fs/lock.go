@@ -99,6 +99,10 @@ func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, wait 
 		return syscall.ENOLCK
 	}
 	fh := n.obj.fh.Bytes()
+	unlock := lk.Typ == syscall.F_UNLCK
+	if unlock && !l.Held(fh, owner) {
+		return 0 // a close(2) of a file the process held no lock on
+	}
 	// As the kernel's NFS client does around a lock: what was written
 	// goes to the server before the lock is released (or taken), so that
 	// the next holder reads it, and after a lock is taken the cached data
@@ -108,7 +112,7 @@ func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, wait 
 			n.fs.logf("writing back before a lock of %s: %v", n.obj.fh, err)
 		}
 	}
-	if lk.Typ == syscall.F_UNLCK {
+	if unlock {
 		// An unlock must not be cut short by the caller's signals: it
 		// runs to its end, like the kernel's.
 		return lockd.Errno(l.Unlock(context.WithoutCancel(ctx), fh, owner, lockRange(lk)))

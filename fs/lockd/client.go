@@ -107,8 +107,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	c.owners.init()
 	if cfg.StateDir != "" {
 		if err := c.openJournal(); err != nil {
-			c.rpc.Close()
-			return nil, err
+			// Locks work without: only the clean-up after a crash
+			// is lost.
+			c.logf("%v: the locks of this rdmafs will not be dropped by the next if it dies holding them", err)
 		}
 	}
 	return c, nil

@@ -3,16 +3,17 @@ package lockd
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
-// localPortmap calls this host's portmapper (version 2) over TCP from a
-// reserved port, which rpcbind wants for SET and UNSET.
+// localPortmap calls this host's portmapper (version 2) over TCP, from a
+// reserved port when running as root: rpcbind wants one for SET and UNSET.
 func localPortmap(ctx context.Context, proc, prog, vers, port uint32) (uint32, error) {
-	t := sunrpc.NewTCP(sunrpc.TCPConfig{Addr: "127.0.0.1:111", ReservedPort: true, MaxRecord: 4096})
+	t := sunrpc.NewTCP(sunrpc.TCPConfig{Addr: "127.0.0.1:111", ReservedPort: os.Geteuid() == 0, MaxRecord: 4096})
 	rpc := sunrpc.NewClient(t, sunrpc.Config{
 		Prog: nfs3.PortmapProgram, Vers: nfs3.PortmapVersion, Timeout: 3 * time.Second, Retrans: 1, Soft: true,
 		Server: "localhost", ProcNames: nfs3.PortmapProcNames,
