@@ -172,7 +172,17 @@ func TestLockKilledWaiterLeavesNoLock(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // blocked in F_SETLKW, polling
 	cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
+	// A FUSE request that reached rdmafs holds its caller, even a killed
+	// one, until rdmafs answers it.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the waiter still there 10 s after SIGTERM: rdmafs did not answer its interrupted lock request")
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 		t.Fatalf("the waiter ended with %v, not by its signal; output:\n%s", err, out)
 	}

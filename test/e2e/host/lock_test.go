@@ -27,6 +27,10 @@ func lockMounts(t *testing.T) (a, b string) {
 		t.Skipf("rdmafs serve registers no NLM version 4 with this host's rpcbind (%v): the lock tests need serve's lock manager", err)
 	}
 	write(t, filepath.Join(s.dir, "locked"), "0")
+	// serve squashes root: the file must be writable by anyone.
+	if err := os.Chmod(filepath.Join(s.dir, "locked"), 0o666); err != nil {
+		t.Fatal(err)
+	}
 	return s.mount(t, "lock"), s.mount(t, "lock")
 }
 
