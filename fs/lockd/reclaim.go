@@ -57,7 +57,7 @@ func (c *Client) graceWait(ctx context.Context) error {
 // reclaim is under way.
 func (c *Client) startReclaim(why string) {
 	c.mu.Lock()
-	if c.grace != nil {
+	if c.grace != nil || len(c.held) == 0 {
 		c.mu.Unlock()
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 	"testing"
@@ -290,6 +291,11 @@ func TestLockFUSEFcntl(t *testing.T) {
 	fb.Close()
 	if held := srv.held(); len(held) != 0 {
 		t.Errorf("after close(2) the server still holds %+v", held)
+	}
+	// rdmafs stats counts the NLM calls, after the NFS ones.
+	if code, out := rdmafs(t, 10*time.Second, "stats", b); code != 0 || !regexp.MustCompile(`(?m)^nlm .* p/v: 100021/4 \(nlockmgr\)$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s+NLM_LOCK: [1-9]`).MatchString(out) || !regexp.MustCompile(`(?m)^\s+NLM_UNLOCK: [1-9]`).MatchString(out) {
+		t.Errorf("rdmafs stats %s (status %d) shows no NLM block with LOCK and UNLOCK calls:\n%s", b, code, out)
 	}
 	if err := setlk(fa, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
 		t.Errorf("F_SETLK after the holder closed its file: %v", err)
