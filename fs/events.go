@@ -219,7 +219,7 @@ func (c *countingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status
 	c.ev.inc(evVFSFlush)
 	if c.locking && in.LockOwner != 0 {
 		// close(2): the closing process's fcntl locks on the file go.
-		unlockAll(c.RawFileSystem, &in.InHeader, in.Fh, in.LockOwner, 0)
+		unlockAll(c.RawFileSystem, cancel, &in.InHeader, in.Fh, in.LockOwner)
 	}
 	return c.RawFileSystem.Flush(cancel, in)
 }
@@ -262,7 +262,7 @@ func (c *countingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	// The last close of an open file: its OFD and flock locks go, and
 	// whatever else was taken through it.
 	for owner := range c.owners.take(in.Fh) {
-		unlockAll(c.RawFileSystem, &in.InHeader, in.Fh, owner, 0)
+		unlockAll(c.RawFileSystem, cancel, &in.InHeader, in.Fh, owner)
 	}
 	c.RawFileSystem.Release(cancel, in)
 }

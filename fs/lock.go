@@ -103,19 +103,23 @@ func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, wait 
 	if unlock && !l.Held(fh, owner) {
 		return 0 // a close(2) of a file the process held no lock on
 	}
+	// The write-back and an unlock run to their end whatever signals the
+	// caller gets, unless it is being killed (or is gone): a close(2)
+	// must not fail because the runtime preempted a goroutine, nor keep
+	// a killed process for ever on a server that is gone.
+	kctx, release := n.fs.kills.killable(ctx)
+	defer release()
 	// As the kernel's NFS client does around a lock: what was written
 	// goes to the server before the lock is released (or taken), so that
 	// the next holder reads it, and after a lock is taken the cached data
 	// and attributes go, so that this holder reads the last one's.
 	if wb := n.obj.writeback(); wb != nil {
-		if err := wb.flush(context.WithoutCancel(ctx)); err != nil {
+		if err := wb.flush(kctx); err != nil {
 			n.fs.logf("writing back before a lock of %s: %v", n.obj.fh, err)
 		}
 	}
 	if unlock {
-		// An unlock must not be cut short by the caller's signals: it
-		// runs to its end, like the kernel's.
-		return lockd.Errno(l.Unlock(context.WithoutCancel(ctx), fh, owner, lockRange(lk)))
+		return lockd.Errno(l.Unlock(kctx, fh, owner, lockRange(lk)))
 	}
 	var pid uint32
 	if c, ok := fuse.FromContext(ctx); ok {
@@ -129,7 +133,7 @@ func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, wait 
 	n.obj.mu.Lock()
 	n.obj.dataValid = false
 	n.obj.mu.Unlock()
-	if a, err := n.fs.getattr(context.WithoutCancel(ctx), n.obj, true); err == nil {
+	if a, err := n.fs.getattr(kctx, n.obj, true); err == nil {
 		n.refreshKernelAttr(&a)
 	} else {
 		n.NotifyContent(-1, 0)
@@ -183,9 +187,10 @@ func (o *lockOwners) take(fh uint64) map[uint64]struct{} {
 }
 
 // unlockAll sends an unlock of the whole file for owner through the
-// raw file system, which ends in node.Setlk.
-func unlockAll(raw fuse.RawFileSystem, h *fuse.InHeader, fh, owner uint64, flags uint32) {
-	in := &fuse.LkIn{InHeader: *h, Fh: fh, Owner: owner, LkFlags: flags,
+// raw file system, which ends in node.Setlk, as part of the request whose
+// header is h and whose interrupt is cancel.
+func unlockAll(raw fuse.RawFileSystem, cancel <-chan struct{}, h *fuse.InHeader, fh, owner uint64) {
+	in := &fuse.LkIn{InHeader: *h, Fh: fh, Owner: owner,
 		Lk: fuse.FileLock{Start: 0, End: lockd.MaxOffset, Typ: syscall.F_UNLCK}}
-	raw.SetLk(nil, in)
+	raw.SetLk(cancel, in)
 }

@@ -134,7 +134,7 @@ func (c *Client) serveGrantedMsg(r *sunrpc.Request) []byte {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
 		defer cancel()
 		if err := c.call(ctx, nlm.ProcGrantedRes, &res, nil); err != nil {
 			c.logf("lockd: GRANTED_RES: %v", err)

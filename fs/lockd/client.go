@@ -54,6 +54,10 @@ type Client struct {
 	cb        *callback // nil until ServeCallbacks
 	callbacks bool      // the server can call back: waiting locks are queued
 	quit      chan struct{}
+	// bg is the context of the calls the client makes on its own
+	// (reclaims, the server's state, GRANTED_RES); Close ends it.
+	bg        context.Context
+	stopBG    context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }
@@ -104,6 +108,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		waiters: make(map[*waiter]struct{}),
 		quit:    make(chan struct{}),
 	}
+	c.bg, c.stopBG = context.WithCancel(context.Background())
 	c.owners.init()
 	if cfg.StateDir != "" {
 		if err := c.openJournal(); err != nil {
@@ -135,6 +140,7 @@ func (c *Client) RPC() *sunrpc.Client { return c.rpc }
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.quit)
+		c.stopBG()
 		if c.cb != nil {
 			c.cb.close()
 		}

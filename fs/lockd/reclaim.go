@@ -84,7 +84,7 @@ func (c *Client) startReclaim(why string) {
 			c.mu.Unlock()
 			close(done)
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		ctx, cancel := context.WithTimeout(c.bg, 90*time.Second)
 		defer cancel()
 		lost := 0
 		for _, o := range all {
@@ -119,7 +119,7 @@ func (c *Client) WatchServer(stat func(ctx context.Context) (int32, error)) {
 		t := time.NewTicker(statdPoll)
 		defer t.Stop()
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(c.bg, 10*time.Second)
 			st, err := stat(ctx)
 			cancel()
 			if err == nil {
