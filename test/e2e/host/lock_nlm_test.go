@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -391,4 +394,63 @@ func TestLockFUSESignalledWaiter(t *testing.T) {
 	if n := srv.count("LOCK") - locks; n > 1 {
 		t.Errorf("%d LOCK calls after the waiter was killed, want at most the one in flight", n)
 	}
+}
+
+// TestLockFUSECounter: two mounts each add one to a counter in a file 200
+// times, each time under a write lock: the total is exactly 400, so what
+// one wrote under the lock reached the server before its unlock, and the
+// other read it, not its cached copy, once it held the lock.
+func TestLockFUSECounter(t *testing.T) {
+	if !inLockNamespace(t) {
+		return
+	}
+	_, dir, a, b := fuseLockMounts(t)
+	const each = 200
+	errs := make(chan error, 2)
+	for _, mnt := range []string{a, b} {
+		f := openRW(t, filepath.Join(mnt, "locked"))
+		// Read it once first, so that its page cache holds a copy.
+		if _, err := f.ReadAt(make([]byte, 16), 0); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		go func() { errs <- increment(f, each) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "locked"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != strconv.Itoa(2*each) {
+		t.Errorf("counter %q after 2 × %d locked increments, want %d", got, each, 2*each)
+	}
+}
+
+// increment adds one to the number in f n times, each under a write lock.
+func increment(f *os.File, n int) error {
+	buf := make([]byte, 32)
+	for i := range n {
+		if err := setlk(f, syscall.F_SETLKW, syscall.F_WRLCK, 0, 0); err != nil {
+			return fmt.Errorf("increment %d: F_SETLKW: %w", i, err)
+		}
+		m, err := f.ReadAt(buf, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("increment %d: read: %w", i, err)
+		}
+		v, err := strconv.Atoi(string(buf[:m]))
+		if err != nil {
+			return fmt.Errorf("increment %d: counter %q: %w", i, buf[:m], err)
+		}
+		s := strconv.Itoa(v + 1)
+		if _, err := f.WriteAt([]byte(s), 0); err != nil {
+			return fmt.Errorf("increment %d: write: %w", i, err)
+		}
+		if err := setlk(f, syscall.F_SETLK, syscall.F_UNLCK, 0, 0); err != nil {
+			return fmt.Errorf("increment %d: unlock: %w", i, err)
+		}
+	}
+	return nil
 }
