@@ -209,9 +209,11 @@ func TestLockCounterTwoMounts(t *testing.T) {
 		t.Run(pair, func(t *testing.T) {
 			name := lockFile(t, e, "lock-counter-"+strings.ReplaceAll(pair, "+", "-"), "0")
 			first := mountRdmafs(t, e, "lock")
-			second := mountKernel(t, e, "tcp")
+			var second string
 			if pair == "rdmafs+rdmafs" {
 				second = mountRdmafs(t, e, "lock")
+			} else {
+				second = mountKernel(t, e, "tcp")
 			}
 			start := time.Now()
 			var cmds []*exec.Cmd
@@ -250,10 +252,8 @@ func TestLockHelperProcess(t *testing.T) {
 		t.Skip("the lock tests' helper process (" + lockHelperEnv + " unset)")
 	}
 	if err := lockHelper(args); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		t.Fatal(err)
 	}
-	os.Exit(0)
 }
 
 func lockHelper(args []string) error {
