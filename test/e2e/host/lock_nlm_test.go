@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // The FUSE side of locks, end to end on this machine: two rdmafs mounts of
@@ -453,4 +455,31 @@ func increment(f *os.File, n int) error {
 		}
 	}
 	return nil
+}
+
+// TestLockMountWithoutNLM: given lock, a mount of a server whose
+// portmapper has no NLM fails at mount time and names nolock; given
+// neither lock nor nolock, it mounts with local locks.
+func TestLockMountWithoutNLM(t *testing.T) {
+	if !inLockNamespace(t) {
+		return
+	}
+	s := startServer(t, "", 0)
+	mnt := t.TempDir()
+	code, out := rdmafs(t, time.Minute, "-o", s.mountOpts()+",lock", "127.0.0.1:/", mnt)
+	if code != 32 || !strings.Contains(out, "offers no lock manager") || !strings.Contains(out, "nolock") {
+		t.Errorf("mount with lock of a server without NLM: status %d, %q; want status 32 and a message naming nolock", code, out)
+	}
+	if code == 0 {
+		e2etest.Unmount(t, mnt)
+	}
+	write(t, filepath.Join(s.dir, "f"), "data")
+	if err := os.Chmod(filepath.Join(s.dir, "f"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	local := s.mount(t)
+	f := openRW(t, filepath.Join(local, "f"))
+	if err := setlk(f, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
+		t.Errorf("F_SETLK on a mount with local locks: %v", err)
+	}
 }
