@@ -483,3 +483,37 @@ func TestLockMountWithoutNLM(t *testing.T) {
 		t.Errorf("F_SETLK on a mount with local locks: %v", err)
 	}
 }
+
+// TestLockFUSELocalFlock: with local_lock=flock, flock(2) locks stay in
+// this client's kernel (the server hears nothing of them, and two open
+// files of one mount still exclude each other), while fcntl locks still
+// go to the server.
+func TestLockFUSELocalFlock(t *testing.T) {
+	if !inLockNamespace(t) {
+		return
+	}
+	srv := startTestNLM(t)
+	s := startServer(t, "", 0)
+	write(t, filepath.Join(s.dir, "locked"), "0")
+	if err := os.Chmod(filepath.Join(s.dir, "locked"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	a, b := s.mount(t, "lock,local_lock=flock"), s.mount(t, "lock,local_lock=flock")
+	f1, f2 := openRW(t, filepath.Join(a, "locked")), openRW(t, filepath.Join(a, "locked"))
+	if err := syscall.Flock(int(f1.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Errorf("a second open file's flock on the same mount: %v, want EWOULDBLOCK (local)", err)
+	}
+	if n := srv.count("LOCK"); n != 0 {
+		t.Errorf("the server got %d LOCKs for flock(2) with local_lock=flock, want 0", n)
+	}
+	fb := openRW(t, filepath.Join(b, "locked"))
+	if err := setlk(fb, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := setlk(f2, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); !errors.Is(err, syscall.EAGAIN) {
+		t.Errorf("F_SETLK through the first mount under the second's: %v, want EAGAIN (fcntl locks still go to the server)", err)
+	}
+}
