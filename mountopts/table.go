@@ -204,7 +204,7 @@ var table = []option{
 	fixedID("gid", func(o *Options) *FixedID { return &o.FixedGID }),
 
 	// Compatibility.
-	choice(groupCompat, "lock", "nolock", "lock if the server's portmapper offers NLM version 4, else nolock",
+	choice(groupCompat, "lock", "nolock", "lock if the server's portmapper offers NLM version 4, else nolock (nolock with mountport=, which says there is no portmapper)",
 		"lock: fcntl(2) and flock(2) locks are shared with every client of the server through its lock manager "+
 			"(NLM version 4 over TCP; the mount fails if the server offers none); "+
 			"nolock: locks stay local to this client (local_lock=all)",
