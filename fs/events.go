@@ -109,7 +109,9 @@ func pages(n int) uint64 { return uint64((n + pageSize - 1) / pageSize) }
 // statistics count counted on its way through.
 type countingFS struct {
 	fuse.RawFileSystem
-	ev *ioEvents
+	ev      *ioEvents
+	locking bool       // locks go to the server (Config.Locks)
+	owners  lockOwners // the lock owners of each open file
 }
 
 var _ fuse.RawFileSystem = (*countingFS)(nil)
@@ -117,7 +119,7 @@ var _ fuse.RawFileSystem = (*countingFS)(nil)
 // Mount mounts the file system on dir and serves it in the background, as
 // gofs.Mount does, with the kernel's requests counted for WriteStats.
 func (f *FS) Mount(dir string, opts *gofs.Options) (*fuse.Server, error) {
-	raw := &countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), ev: &f.events}
+	raw := &countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), ev: &f.events, locking: f.cfg.Locks != nil}
 	server, err := newServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err
@@ -215,6 +217,10 @@ func (c *countingFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *f
 
 func (c *countingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	c.ev.inc(evVFSFlush)
+	if c.locking && in.LockOwner != 0 {
+		// close(2): the closing process's fcntl locks on the file go.
+		unlockAll(c.RawFileSystem, cancel, &in.InHeader, in.Fh, in.LockOwner)
+	}
 	return c.RawFileSystem.Flush(cancel, in)
 }
 
@@ -235,15 +241,28 @@ func (c *countingFS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOu
 
 func (c *countingFS) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 	c.ev.inc(evVFSLock)
-	return c.RawFileSystem.SetLk(cancel, in)
+	st := c.RawFileSystem.SetLk(cancel, in)
+	if st.Ok() && in.Lk.Typ != syscall.F_UNLCK {
+		c.owners.add(in.Fh, in.Owner)
+	}
+	return st
 }
 
 func (c *countingFS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 	c.ev.inc(evVFSLock)
-	return c.RawFileSystem.SetLkw(cancel, in)
+	st := c.RawFileSystem.SetLkw(cancel, in)
+	if st.Ok() && in.Lk.Typ != syscall.F_UNLCK {
+		c.owners.add(in.Fh, in.Owner)
+	}
+	return st
 }
 
 func (c *countingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	c.ev.inc(evVFSRelease)
+	// The last close of an open file: its OFD and flock locks go, and
+	// whatever else was taken through it.
+	for owner := range c.owners.take(in.Fh) {
+		unlockAll(c.RawFileSystem, cancel, &in.InHeader, in.Fh, owner)
+	}
 	c.RawFileSystem.Release(cancel, in)
 }

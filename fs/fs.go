@@ -23,6 +23,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/rdmafs/rdmafs/fs/lockd"
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
@@ -61,6 +62,9 @@ type Options struct {
 	// Payloads, if set, gives write-behind its buffers: the transport's,
 	// which it sends without copying.
 	Payloads sunrpc.PayloadBuffers
+	// RemotePosix and RemoteFlock send fcntl(2) and flock(2) locks to
+	// Config.Locks; the kinds not sent stay local to this client.
+	RemotePosix, RemoteFlock bool
 }
 
 // Config is what New needs.
@@ -78,6 +82,8 @@ type Config struct {
 	MountOptions string
 	// Mountpoint is where the file system is mounted, for statistics.
 	Mountpoint string
+	// Locks, if set, is the server's lock manager (lock.go).
+	Locks *lockd.Client
 	// Logf receives errors that cannot be returned to a program, such as
 	// a failed background write.
 	Logf func(format string, args ...any)
@@ -179,7 +185,9 @@ func (f *FS) MountOptions() *gofs.Options {
 				// chown by another user (knfsd does): the kernel must
 				// not try to with a SETATTR of the mode as that user,
 				// which the server refuses.
-				fuse.CAP_HANDLE_KILLPRIV | extra,
+				fuse.CAP_HANDLE_KILLPRIV | extra |
+				// The locks that go to the server's lock manager.
+				f.lockCapabilities(),
 			Name:   "rdmafs",
 			FsName: f.cfg.Source,
 		},

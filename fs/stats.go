@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/nfs3/nlm"
 )
 
 // StatsXattr is the extended attribute of the mount's root directory that
@@ -64,7 +65,16 @@ const (
 //	xprt:   the transport's line (one per connection with nconnect)
 //	per-op statistics: one line per NFSv3 procedure
 //
-// The block ends with an empty line, as in /proc/self/mountstats.
+// The block ends with an empty line, as in /proc/self/mountstats. On a
+// mount whose locks go to the server's lock manager, a second block
+// follows, which the kernel has no counterpart of per mount (it counts
+// NLM for the whole host, in /proc/net/rpc/nlm):
+//
+//	nlm SOURCE mounted on MOUNTPOINT p/v: 100021/4 (nlockmgr)
+//	per-op statistics: one line per NLM version 4 procedure, in the
+//	        format of the NFS ones, named NLM_TEST, NLM_LOCK and so on
+//
+// and an empty line.
 func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
 	rpc := f.nfs.RPC()
 	b := bufio.NewWriter(w)
@@ -106,6 +116,14 @@ func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
 		return err
 	}
 	b.WriteString("\n")
+	if f.cfg.Locks != nil {
+		fmt.Fprintf(b, "nlm %s mounted on %s p/v: %d/%d (nlockmgr)\n", mangle(f.cfg.Source), mangle(mountpoint), nlm.Program, nlm.Version)
+		b.WriteString("\tper-op statistics\n")
+		if err := f.cfg.Locks.RPC().WriteOpStats(b); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+	}
 	return b.Flush()
 }
 

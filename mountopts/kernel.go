@@ -52,7 +52,7 @@ var mirrors = map[string]string{
 	"uid": "none: rdmafs's own (the kernel client always sends the caller's)",
 	"gid": "none: rdmafs's own (the kernel client always sends the caller's)",
 
-	"nolock":     "nfs(5) lock, nolock",
+	"lock":       "nfs(5) lock, nolock",
 	"local_lock": "nfs(5) local_lock",
 	"dev":        "mount(8) dev, nodev",
 	"suid":       "mount(8) suid, nosuid",

@@ -99,6 +99,11 @@ type Options struct {
 	Atime      Atime // relatime, noatime or strictatime
 	NoDirAtime bool  // nodiratime
 	LazyTime   bool  // lazytime
+
+	// Locking (nfs(5) lock, nolock, local_lock).
+
+	Lock      Choice    // lock, nolock; auto: NLM if the server offers it
+	LocalLock LocalLock // local_lock=: which kinds of lock stay local
 }
 
 // FixedID is an optional uid or gid: Set tells whether one was given, so that
@@ -333,6 +338,44 @@ func (c LookupCache) String() string {
 		return "positive"
 	}
 	return "LookupCache(" + strconv.Itoa(int(c)) + ")"
+}
+
+// LocalLock is which kinds of lock stay local to this client rather than
+// going to the server's lock manager (nfs(5) local_lock).
+type LocalLock int
+
+const (
+	LocalLockNone  LocalLock = iota // none: fcntl and flock locks go to the server
+	LocalLockFlock                  // flock: flock(2) locks stay local
+	LocalLockPosix                  // posix: fcntl(2) locks stay local
+	LocalLockAll                    // all: every lock stays local, as with nolock
+)
+
+func (l LocalLock) String() string {
+	switch l {
+	case LocalLockNone:
+		return "none"
+	case LocalLockFlock:
+		return "flock"
+	case LocalLockPosix:
+		return "posix"
+	case LocalLockAll:
+		return "all"
+	}
+	return "LocalLock(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Remote reports whether locks of the kind flock (flock(2)) or not
+// (fcntl(2), OFD) go to the server's lock manager, given whether the mount
+// uses one at all.
+func (l LocalLock) Remote(nlm, flock bool) bool {
+	if !nlm || l == LocalLockAll {
+		return false
+	}
+	if flock {
+		return l != LocalLockFlock
+	}
+	return l != LocalLockPosix
 }
 
 // Provider is the verbs provider used for proto=rdma.

@@ -195,11 +195,13 @@ var acceptCases = []struct {
 
 	// Compatibility.
 	{"defaults,auto,noauto,user,nouser,users,_netdev,nofail,silent,loud,intr,nointr", func(o *Options) {}},
-	{"nolock", func(o *Options) {}},
+	{"nolock", func(o *Options) { o.Lock = ChoiceOff }},
+	{"lock", func(o *Options) { o.Lock = ChoiceOn }},
+	{"nolock,lock", func(o *Options) { o.Lock = ChoiceOn }},
 	{"local_lock=none", func(o *Options) {}},
-	{"local_lock=all", func(o *Options) {}},
-	{"local_lock=flock", func(o *Options) {}},
-	{"local_lock=posix", func(o *Options) {}},
+	{"local_lock=all", func(o *Options) { o.LocalLock = LocalLockAll }},
+	{"local_lock=flock", func(o *Options) { o.LocalLock = LocalLockFlock }},
+	{"local_lock=posix", func(o *Options) { o.LocalLock = LocalLockPosix }},
 	{"nodev", func(o *Options) { o.NoDev = true }},
 	{"nodev,dev", func(o *Options) {}},
 	{"nosuid", func(o *Options) { o.NoSUID = true }},
@@ -364,7 +366,6 @@ func TestReject(t *testing.T) {
 		{"local_lock", "option local_lock: needs a value: one of none, all, flock or posix"},
 
 		// Not supported.
-		{"lock", "option lock: NLM locking is not implemented; use nolock (locks then stay local to this client)"},
 		{"proto=udp", "option proto=udp: udp is not supported by rdmafs; must be tcp or rdma"},
 		{"proto=tcp6", "option proto=tcp6: tcp6 is not supported by rdmafs; must be tcp or rdma"},
 		{"udp", "option udp: not supported by rdmafs (use proto=tcp or proto=rdma)"},
@@ -462,7 +463,7 @@ func TestStringDefault(t *testing.T) {
 	const want = "vers=3,proto=tcp,mountproto=tcp,timeo=600,retrans=2,hard,nconnect=1,sec=sys,resvport,retry=0," +
 		"ac,acregmin=3,acregmax=60,acdirmin=30,acdirmax=60,lookupcache=all,cto,rdirplus,rw,async," +
 		"slot_table_entries=128,max_inline_read=4096,max_inline_write=4096,inline_write_padding=0," +
-		"memreg=mw,provider=ibverbs,nolock,relatime"
+		"memreg=mw,provider=ibverbs,local_lock=none,relatime"
 	if got := Default().String(); got != want {
 		t.Errorf("Default().String() =\n%s\nwant\n%s", got, want)
 	}
@@ -608,7 +609,7 @@ func FuzzApply(f *testing.F) {
 		f.Add(tc.in)
 	}
 	for _, s := range []string{
-		"foo", "soft=1", "port", "vers=4", "mountproto=udp", "lock", "acregmin=61",
+		"foo", "soft=1", "port", "vers=4", "mountproto=udp", "lock=1", "acregmin=61",
 		"x-a=b,comment=c", "fsname=\x00", "fsname=\u0085x\u0085", "rsize=18446744073709551616",
 		Default().String(),
 	} {
@@ -643,4 +644,27 @@ func ExampleOptions_Apply() {
 	// Output:
 	// rdma 999424 true 0 true
 	// option vers=4: only NFS version 3 is supported
+}
+
+// TestLocalLockRemote: which locks go to the server's lock manager, for
+// each local_lock= and with or without NLM, as nfs(5) describes them.
+func TestLocalLockRemote(t *testing.T) {
+	for _, tc := range []struct {
+		l                 LocalLock
+		nlm               bool
+		wantFlock, wantFc bool
+	}{
+		{LocalLockNone, true, true, true},
+		{LocalLockFlock, true, false, true},
+		{LocalLockPosix, true, true, false},
+		{LocalLockAll, true, false, false},
+		{LocalLockNone, false, false, false},
+	} {
+		if got := tc.l.Remote(tc.nlm, true); got != tc.wantFlock {
+			t.Errorf("local_lock=%v, nlm %v: flock remote = %v, want %v", tc.l, tc.nlm, got, tc.wantFlock)
+		}
+		if got := tc.l.Remote(tc.nlm, false); got != tc.wantFc {
+			t.Errorf("local_lock=%v, nlm %v: fcntl remote = %v, want %v", tc.l, tc.nlm, got, tc.wantFc)
+		}
+	}
 }

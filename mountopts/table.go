@@ -209,20 +209,15 @@ var table = []option{
 	fixedID("gid", func(o *Options) *FixedID { return &o.FixedGID }),
 
 	// Compatibility.
-	{
-		names: []string{"nolock", "lock"}, group: groupCompat, form: formFlag,
-		syntax: "nolock | lock", def: "nolock",
-		help: "NLM locking is not implemented: locks stay local to this client, and lock is rejected",
-		apply: func(_ *Options, name, _ string) string {
-			if name == "lock" {
-				return "NLM locking is not implemented; use nolock (locks then stay local to this client)"
-			}
-			return ""
-		},
-		show: func(*Options) string { return "nolock" },
-	},
-	ignoredEnum(groupCompat, "local_lock", "accepted and ignored: all locks are local to this client",
-		"none", "all", "flock", "posix"),
+	choice(groupCompat, "lock", "nolock", "lock if the server's portmapper offers NLM version 4, else nolock (nolock with mountport=, which says there is no portmapper)",
+		"lock: fcntl(2) and flock(2) locks are shared with every client of the server through its lock manager "+
+			"(NLM version 4 over TCP; the mount fails if the server offers none); "+
+			"nolock: locks stay local to this client (local_lock=all)",
+		func(o *Options) *Choice { return &o.Lock }),
+	enum(groupCompat, "local_lock", "which locks stay local to this client with lock: none (the default), "+
+		"flock (flock(2) locks), posix (fcntl(2) locks) or all",
+		func(o *Options) *LocalLock { return &o.LocalLock },
+		enumSpec[LocalLock]{values: []LocalLock{LocalLockNone, LocalLockAll, LocalLockFlock, LocalLockPosix}}),
 	mountFlag(groupCompat, "dev", "nodev", "nodev: device files on the mount cannot be opened",
 		func(o *Options) *bool { return &o.NoDev }),
 	mountFlag(groupCompat, "suid", "nosuid", "nosuid: set-user-ID and set-group-ID bits are ignored",

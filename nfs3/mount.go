@@ -2,6 +2,7 @@ package nfs3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -171,6 +172,10 @@ const (
 // PortmapProcNames names the portmapper's procedures up to GETPORT.
 var PortmapProcNames = []string{"NULL", "SET", "UNSET", "GETPORT"}
 
+// ErrNotRegistered is wrapped by GetPort's error when the portmapper
+// answers that the program and version are not registered.
+var ErrNotRegistered = errors.New("not registered with the portmapper")
+
 // GetPort asks the portmapper of cfg.Host on which TCP port prog and vers
 // listen.
 func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error) {
@@ -193,7 +198,7 @@ func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error
 		return 0, fmt.Errorf("%w: GETPORT of %s v%d: %v", ErrBadReply, programName(prog), vers, err)
 	}
 	if port == 0 || port > 65535 {
-		return 0, fmt.Errorf("nfs3: %s v%d is not registered with the portmapper of %s", programName(prog), vers, cfg.Host)
+		return 0, fmt.Errorf("nfs3: %s v%d of %s: %w", programName(prog), vers, cfg.Host, ErrNotRegistered)
 	}
 	return int(port), nil
 }

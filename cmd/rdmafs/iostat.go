@@ -109,6 +109,9 @@ type statsJSON struct {
 	Bytes      map[string]uint64            `json:"bytes"`
 	Xprt       []xprtJSON                   `json:"xprt"`
 	Ops        map[string]map[string]uint64 `json:"ops"`
+	// LockOps are the NLM procedures, on a mount whose locks go to the
+	// server.
+	LockOps map[string]map[string]uint64 `json:"lock_ops,omitempty"`
 }
 
 type xprtJSON struct {
@@ -124,6 +127,19 @@ func countersMap(cs []counter) map[string]uint64 {
 	return m
 }
 
+// opsMap names the fields of each per-op line.
+func opsMap(ops []opStats) map[string]map[string]uint64 {
+	m := make(map[string]map[string]uint64, len(ops))
+	for _, o := range ops {
+		f := make(map[string]uint64, len(opFieldNames))
+		for i, name := range opFieldNames {
+			f[name] = o.Fields[i]
+		}
+		m[o.Name] = f
+	}
+	return m
+}
+
 // writeJSON writes m as one line of JSON, stamped with the time t.
 func writeJSON(w io.Writer, m *mountStats, t time.Time) error {
 	j := statsJSON{
@@ -135,12 +151,9 @@ func writeJSON(w io.Writer, m *mountStats, t time.Time) error {
 	for i, x := range m.Xprts {
 		j.Xprt[i] = xprtJSON{x.Proto, countersMap(x.Fields)}
 	}
-	for _, o := range m.Ops {
-		f := make(map[string]uint64, len(opFieldNames))
-		for i, name := range opFieldNames {
-			f[name] = o.Fields[i]
-		}
-		j.Ops[o.Name] = f
+	j.Ops = opsMap(m.Ops)
+	if len(m.LockOps) > 0 {
+		j.LockOps = opsMap(m.LockOps)
 	}
 	b, err := json.Marshal(&j)
 	if err != nil {

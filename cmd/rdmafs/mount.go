@@ -149,6 +149,15 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 		return err
 	}
 	defer conn.close(ctx)
+	locks, err := startLocks(ctx, a, logger.Printf)
+	if err != nil {
+		err = fmt.Errorf("cannot mount %s on %s: %w", a.source, a.mountpoint, err)
+		ready(err)
+		return err
+	}
+	if locks != nil {
+		defer locks.Close()
+	}
 
 	fsys := fs.New(fs.Config{
 		Client:       conn.nfs,
@@ -159,6 +168,7 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 		Source:       a.source,
 		MountOptions: a.opts.String() + fmt.Sprintf(",rsize=%d,wsize=%d", conn.rsize, conn.wsize),
 		Mountpoint:   a.mountpoint,
+		Locks:        locks,
 		Logf:         logger.Printf,
 	})
 	opts := fsys.MountOptions()
@@ -271,6 +281,8 @@ func fsOptions(o *mountopts.Options, c *connection) fs.Options {
 		RSize:          c.rsize,
 		WSize:          c.wsize,
 		AuthNone:       o.Sec == mountopts.SecNone,
+		RemotePosix:    o.LocalLock.Remote(o.Lock == mountopts.ChoiceOn, false),
+		RemoteFlock:    o.LocalLock.Remote(o.Lock == mountopts.ChoiceOn, true),
 	}
 	if o.FixedUID.Set {
 		fo.FixedUID = &o.FixedUID.ID

@@ -64,6 +64,9 @@ type mountStats struct {
 	Program                              string // "100003/3"
 	Xprts                                []xprt
 	Ops                                  []opStats
+	// LockOps are the NLM procedures of a mount whose locks go to the
+	// server (the "nlm" block that follows the mount's).
+	LockOps []opStats
 }
 
 // maxStatsLines bounds the lines of one block; a real block has fewer
@@ -76,7 +79,7 @@ const maxStatsLines = 1000
 func parseMountStats(text string) ([]mountStats, error) {
 	var all []mountStats
 	var m *mountStats
-	inOps := false
+	inOps, inLock := false, false
 	for n, line := range strings.Split(text, "\n") {
 		if n >= maxStatsLines*16 {
 			return nil, fmt.Errorf("mountstats: more than %d lines", maxStatsLines*16)
@@ -93,7 +96,14 @@ func parseMountStats(text string) ([]mountStats, error) {
 				return nil, bad("%v", err)
 			}
 			all = append(all, d)
-			m, inOps = &all[len(all)-1], false
+			m, inOps, inLock = &all[len(all)-1], false, false
+			continue
+		}
+		if strings.HasPrefix(line, "nlm ") {
+			if m == nil {
+				return nil, bad("before the first device line")
+			}
+			inOps, inLock = false, true
 			continue
 		}
 		if m == nil {
@@ -107,7 +117,11 @@ func parseMountStats(text string) ([]mountStats, error) {
 			var op opStats
 			op.Name = key
 			err = parseNumbers(rest, op.Fields[:])
-			m.Ops = append(m.Ops, op)
+			if inLock {
+				m.LockOps = append(m.LockOps, op)
+			} else {
+				m.Ops = append(m.Ops, op)
+			}
 		case key == "opts":
 			m.Opts = rest
 		case key == "age":
@@ -144,7 +158,7 @@ func parseMountStats(text string) ([]mountStats, error) {
 		if err != nil {
 			return nil, bad("%v", err)
 		}
-		if len(m.Ops) > maxStatsLines {
+		if len(m.Ops)+len(m.LockOps) > maxStatsLines {
 			return nil, bad("more than %d procedures", maxStatsLines)
 		}
 	}

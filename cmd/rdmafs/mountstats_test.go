@@ -188,3 +188,40 @@ func TestRdmafsMounts(t *testing.T) {
 		t.Errorf("%q, %v", dirs, err)
 	}
 }
+
+// lockStats is the NLM block that follows a mount's block when its locks
+// go to the server.
+const lockStats = `nlm srv:/export mounted on /mnt/a\040b p/v: 100021/4 (nlockmgr)
+	per-op statistics
+	    NLM_NULL: 0 0 0 0 0 0 0 0 0
+	    NLM_LOCK: 7 7 0 1400 280 0 3 4 0
+	  NLM_UNLOCK: 5 5 0 1000 200 0 2 3 0
+
+`
+
+// TestParseMountStatsLocks: the NLM procedures of the nlm block are the
+// mount's LockOps, apart from its NFS procedures, and -json names them
+// lock_ops.
+func TestParseMountStatsLocks(t *testing.T) {
+	ms, err := parseMountStats(sampleStats + lockStats + strings.Replace(sampleStats, "/mnt/a\\040b", "/mnt/c", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || len(ms[0].Ops) != 3 || len(ms[0].LockOps) != 3 || len(ms[1].LockOps) != 0 {
+		t.Fatalf("mounts %+v", ms)
+	}
+	if l := ms[0].LockOps[1]; l.Name != "NLM_LOCK" || l.Fields[0] != 7 {
+		t.Errorf("NLM_LOCK line %+v", l)
+	}
+	var b bytes.Buffer
+	if err := writeJSON(&b, &ms[0], time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var j statsJSON
+	if err := json.Unmarshal(b.Bytes(), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.LockOps["NLM_UNLOCK"]["ops"] != 5 || j.Ops["NLM_LOCK"] != nil {
+		t.Errorf("JSON lock_ops %v, ops %v", j.LockOps, j.Ops)
+	}
+}

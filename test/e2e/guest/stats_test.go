@@ -12,7 +12,8 @@ import (
 
 // mountstatsBlock returns the block of mount point mnt in a mountstats
 // text (/proc/self/mountstats or rdmafs stats), from its device line to
-// the next device line.
+// the next device line, or to the NLM block that rdmafs stats shows after
+// it for a mount with lock (the kernel has none per mount).
 func mountstatsBlock(text, mnt string) []string {
 	var block []string
 	in := false
@@ -20,6 +21,9 @@ func mountstatsBlock(text, mnt string) []string {
 		if strings.HasPrefix(line, "device ") {
 			f := strings.Fields(line)
 			in = len(f) > 4 && f[4] == mnt
+		}
+		if strings.HasPrefix(line, "nlm ") {
+			in = false
 		}
 		if in && strings.TrimSpace(line) != "" {
 			block = append(block, line)

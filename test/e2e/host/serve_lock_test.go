@@ -1,11 +1,9 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -15,10 +13,6 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
 )
-
-// lockNetnsEnv marks the copy of the test binary that runs in a network
-// namespace of its own, with an rpcbind of its own.
-const lockNetnsEnv = "RDMAFS_HOST_LOCK_NETNS"
 
 // TestServeLocks runs `rdmafs serve` with its lock manager and checks,
 // over real NLM4 calls to the port rpcbind gives for NLM, what two
@@ -30,29 +24,7 @@ const lockNetnsEnv = "RDMAFS_HOST_LOCK_NETNS"
 // run in a network and mount namespace of the test's own, so that the
 // host's rpcbind and statd hear nothing.
 func TestServeLocks(t *testing.T) {
-	needHost(t)
-	if os.Getenv(lockNetnsEnv) == "" {
-		for _, tool := range []string{"unshare", "ip", "rpcbind", "rpcinfo"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				t.Skipf("%s is not installed (make deps installs rpcbind and iproute2)", tool)
-			}
-		}
-		script := `
-set -e
-ip link set lo up
-mount -t tmpfs rdmafs-test-run /run
-rpcbind -f -w & rpcbind=$!
-trap 'kill $rpcbind 2>/dev/null || true' EXIT
-for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
-"$0" -test.run '^TestServeLocks$' -test.count=1 -test.v
-`
-		cmd := exec.Command("unshare", "-n", "-m", "sh", "-c", script, os.Args[0])
-		cmd.Env = append(os.Environ(), lockNetnsEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in its namespace:\n%s", out)
-		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestServeLocks")) {
-			t.Fatalf("did not pass in its namespace: %v", err)
-		}
+	if !inLockNamespace(t) {
 		return
 	}
 

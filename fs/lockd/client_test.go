@@ -1,0 +1,469 @@
+package lockd
+
+import (
+	"context"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
+)
+
+// peer is an NLM version 4 server for the client's tests: one whole-file
+// write lock per file handle, held by a svid, with Linux lockd's answers
+// (BLOCKED and a GRANTED_MSG callback for a queued request, DENIED
+// otherwise, NLM4_DENIED_GRACE_PERIOD to all but reclaims in its grace
+// period). It records what it was asked.
+type peer struct {
+	t    *testing.T
+	srv  *sunrpc.Server
+	port int
+
+	mu       sync.Mutex
+	holder   map[string]int32 // by file handle
+	queued   []nlm.Lock       // blocked LOCKs, in order
+	grace    bool
+	cbPort   int // the client's callback service; 0: none
+	calls    []string
+	reclaims []nlm.Lock
+	grantRes []nlm.Stat
+}
+
+func startPeer(t *testing.T) *peer {
+	p := &peer{t: t, holder: make(map[string]int32)}
+	p.srv = sunrpc.NewServer(sunrpc.ServerConfig{})
+	procs := make([]sunrpc.Proc, nlm.ProcGrantedRes+1)
+	procs[nlm.ProcNull] = sunrpc.NullProc
+	procs[nlm.ProcTest] = sunrpc.Proc{Serve: p.test}
+	procs[nlm.ProcLock] = sunrpc.Proc{Serve: p.lock}
+	procs[nlm.ProcCancel] = sunrpc.Proc{Serve: p.cancel}
+	procs[nlm.ProcUnlock] = sunrpc.Proc{Serve: p.unlock}
+	procs[nlm.ProcGrantedRes] = sunrpc.Proc{Serve: p.grantedRes}
+	p.srv.Register(nlm.Program, nlm.Version, procs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.port = ln.Addr().(*net.TCPAddr).Port
+	go p.srv.Serve(ln)
+	t.Cleanup(func() { p.srv.Close() })
+	return p
+}
+
+func (p *peer) record(name string) {
+	p.mu.Lock()
+	p.calls = append(p.calls, name)
+	p.mu.Unlock()
+}
+
+func (p *peer) count(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+func reply(xid uint32, m nlm.Message) []byte {
+	e := sunrpc.SuccessHeader(xid)
+	m.Encode(e)
+	return e.Buf
+}
+
+func (p *peer) test(r *sunrpc.Request) []byte {
+	var a nlm.TestArgs
+	if err := nlm.Unmarshal(r.Args, &a); err != nil {
+		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
+	}
+	p.record("TEST")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := nlm.TestRes{Cookie: a.Cookie}
+	if p.grace {
+		res.Stat = nlm.StatDeniedGracePeriod
+	} else if h, ok := p.holder[string(a.Lock.FH)]; ok && h != a.Lock.Svid {
+		res.Stat = nlm.StatDenied
+		res.Holder = nlm.Holder{Exclusive: true, Svid: h, Length: 0}
+	}
+	return reply(r.Xid, &res)
+}
+
+func (p *peer) lock(r *sunrpc.Request) []byte {
+	var a nlm.LockArgs
+	if err := nlm.Unmarshal(r.Args, &a); err != nil {
+		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
+	}
+	name := "LOCK"
+	if a.Block {
+		name = "LOCK(block)"
+	}
+	p.record(name)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := nlm.Res{Cookie: a.Cookie}
+	fh := string(a.Lock.FH)
+	switch h, held := p.holder[fh]; {
+	case p.grace && !a.Reclaim:
+		res.Stat = nlm.StatDeniedGracePeriod
+	case a.Reclaim:
+		p.reclaims = append(p.reclaims, a.Lock)
+		p.holder[fh] = a.Lock.Svid
+	case !held || h == a.Lock.Svid:
+		p.holder[fh] = a.Lock.Svid
+	case a.Block:
+		res.Stat = nlm.StatBlocked
+		p.queued = append(p.queued, a.Lock)
+	default:
+		res.Stat = nlm.StatDenied
+	}
+	return reply(r.Xid, &res)
+}
+
+func (p *peer) cancel(r *sunrpc.Request) []byte {
+	var a nlm.CancelArgs
+	if err := nlm.Unmarshal(r.Args, &a); err != nil {
+		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
+	}
+	p.record("CANCEL")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatDenied}
+	for i, q := range p.queued {
+		if q.Svid == a.Lock.Svid && string(q.FH) == string(a.Lock.FH) {
+			p.queued = append(p.queued[:i], p.queued[i+1:]...)
+			res.Stat = nlm.StatGranted
+			break
+		}
+	}
+	return reply(r.Xid, &res)
+}
+
+// unlock releases the file and grants it to the first queued LOCK, with
+// GRANTED_MSG to the client's callback service.
+func (p *peer) unlock(r *sunrpc.Request) []byte {
+	var a nlm.UnlockArgs
+	if err := nlm.Unmarshal(r.Args, &a); err != nil {
+		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
+	}
+	p.record("UNLOCK")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fh := string(a.Lock.FH)
+	if p.holder[fh] == a.Lock.Svid {
+		delete(p.holder, fh)
+	}
+	if _, held := p.holder[fh]; !held && len(p.queued) > 0 && p.cbPort != 0 {
+		next := p.queued[0]
+		p.queued = p.queued[1:]
+		p.holder[fh] = next.Svid
+		go p.grant(next)
+	}
+	return reply(r.Xid, &nlm.Res{Cookie: a.Cookie})
+}
+
+func (p *peer) grant(l nlm.Lock) {
+	t := sunrpc.NewTCP(sunrpc.TCPConfig{Addr: net.JoinHostPort("127.0.0.1", itoa(int32(p.cbPort))), MaxRecord: 4096})
+	c := sunrpc.NewClient(t, sunrpc.Config{Prog: nlm.Program, Vers: nlm.Version, Timeout: 5 * time.Second, Retrans: 1, Soft: true, ProcNames: nlm.ProcNames})
+	defer c.Close()
+	call := c.NewCall(nlm.ProcGrantedMsg, nil)
+	defer call.Release()
+	e := call.Args()
+	args := nlm.TestArgs{Cookie: []byte("grant"), Exclusive: true, Lock: l}
+	args.Encode(&e)
+	call.SetArgs(e)
+	if err := c.Do(context.Background(), call); err != nil {
+		p.t.Errorf("GRANTED_MSG: %v", err)
+	}
+}
+
+func (p *peer) grantedRes(r *sunrpc.Request) []byte {
+	var a nlm.Res
+	if err := nlm.Unmarshal(r.Args, &a); err != nil {
+		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
+	}
+	p.mu.Lock()
+	p.grantRes = append(p.grantRes, a.Stat)
+	p.mu.Unlock()
+	return sunrpc.SuccessHeader(r.Xid).Buf
+}
+
+// dial returns a client of p; with callbacks, its callback service runs
+// (not registered with any portmapper: p knows its port).
+func (p *peer) dial(t *testing.T, callbacks bool) *Client {
+	c, err := Dial(context.Background(), Config{
+		Dial: nfs3.DialConfig{Host: "127.0.0.1", Timeout: 5 * time.Second}, Port: p.port,
+		CallerName: "testhost", Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if callbacks {
+		cb, err := c.startCallbacks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.callbacks = true
+		c.mu.Unlock()
+		p.mu.Lock()
+		p.cbPort = cb.port
+		p.mu.Unlock()
+	}
+	return c
+}
+
+var whole = Range{0, MaxOffset}
+var fh = []byte("file-handle")
+
+// waitLock runs a waiting Lock of owner in the background.
+func waitLock(ctx context.Context, c *Client, owner uint64, interrupted Interrupted) chan error {
+	done := make(chan error, 1)
+	go func() { done <- c.Lock(ctx, fh, owner, whole, true, true, interrupted) }()
+	return done
+}
+
+// holdThenRelease has owner 1 take the lock, owner 2 wait for it, and
+// owner 1 release it after a while; it returns how long owner 2 then took.
+func holdThenRelease(t *testing.T, c *Client) time.Duration {
+	if err := c.Lock(context.Background(), fh, 1, whole, true, false, nil); err != nil {
+		t.Fatalf("owner 1 LOCK: %v", err)
+	}
+	if err := c.Lock(context.Background(), fh, 2, whole, true, false, nil); Errno(err) != syscall.EAGAIN {
+		t.Fatalf("owner 2 LOCK without waiting while owner 1 holds it: %v (errno %v), want EAGAIN", err, Errno(err))
+	}
+	done := waitLock(context.Background(), c, 2, nil)
+	select {
+	case err := <-done:
+		t.Fatalf("owner 2 got the lock (%v) while owner 1 held it", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	released := time.Now()
+	if err := c.Unlock(context.Background(), fh, 1, whole); err != nil {
+		t.Fatalf("owner 1 UNLOCK: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("owner 2's waiting LOCK: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("owner 2 still waiting 10 s after the release")
+	}
+	if !c.Held(fh, 2) || c.Held(fh, 1) {
+		t.Errorf("after the handover: owner 1 holds %v, owner 2 %v; want only owner 2", c.Held(fh, 1), c.Held(fh, 2))
+	}
+	return time.Since(released)
+}
+
+// TestLockGrantedCallback: with a callback service the server can reach,
+// a waiting lock is queued on the server and granted by its GRANTED_MSG at
+// once after the release, not at the next poll (30 s), and the client
+// answers GRANTED_RES with NLM4_GRANTED.
+func TestLockGrantedCallback(t *testing.T) {
+	p := startPeer(t)
+	c := p.dial(t, true)
+	if d := holdThenRelease(t, c); d > time.Second {
+		t.Errorf("granted %v after the release, want well within a second", d)
+	}
+	if p.count("LOCK(block)") != 1 {
+		t.Errorf("%d queued LOCKs, want 1 (calls: %v)", p.count("LOCK(block)"), p.calls)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		res := append([]nlm.Stat(nil), p.grantRes...)
+		p.mu.Unlock()
+		if len(res) == 1 && res[0] == nlm.StatGranted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GRANTED_RES: %v, want one NLM4_GRANTED", res)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLockPollsWithoutCallback: when the server cannot call back, a
+// waiting lock is never queued on the server (whose GRANTED would go
+// astray) and still gets the lock within about a second of its release.
+func TestLockPollsWithoutCallback(t *testing.T) {
+	p := startPeer(t)
+	c := p.dial(t, false)
+	if d := holdThenRelease(t, c); d > 1500*time.Millisecond {
+		t.Errorf("granted %v after the release, want about a second at most", d)
+	}
+	if n := p.count("LOCK(block)"); n != 0 {
+		t.Errorf("%d LOCKs asked to be queued without a callback service, want 0", n)
+	}
+}
+
+// TestLockInterruptCancels: a waiting lock whose caller gets a signal ends
+// with EINTR and withdraws its queued request (CANCEL), so the lock is not
+// granted to it later; a signal the caller does not take (interrupted
+// false: the Go runtime's SIGURG) does not end the wait.
+func TestLockInterruptCancels(t *testing.T) {
+	p := startPeer(t)
+	c := p.dial(t, true)
+	if err := c.Lock(context.Background(), fh, 1, whole, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, interrupt := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	signalled := false
+	done := waitLock(ctx, c, 2, func() bool { mu.Lock(); defer mu.Unlock(); return signalled })
+	time.Sleep(200 * time.Millisecond)
+	interrupt() // the FUSE interrupt, for a signal the caller ignores
+	select {
+	case err := <-done:
+		t.Fatalf("the wait ended (%v) on an interrupt with no signal to take", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	mu.Lock()
+	signalled = true
+	mu.Unlock()
+	select {
+	case err := <-done:
+		if Errno(err) != syscall.EINTR {
+			t.Fatalf("interrupted wait: %v (errno %v), want EINTR", err, Errno(err))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end 5 s after its caller got a signal")
+	}
+	if p.count("CANCEL") != 1 {
+		t.Errorf("%d CANCELs, want 1 (calls %v)", p.count("CANCEL"), p.calls)
+	}
+	if err := c.Unlock(context.Background(), fh, 1, whole); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	h, held := p.holder[string(fh)]
+	p.mu.Unlock()
+	if held {
+		t.Errorf("after the release, svid %d holds the file: the cancelled request was granted", h)
+	}
+	if c.Held(fh, 2) {
+		t.Error("the client counts the cancelled lock as held")
+	}
+}
+
+// TestLockReclaimInGrace: after the server restarts (it forgot its locks
+// and answers NLM4_DENIED_GRACE_PERIOD), the client reclaims the locks it
+// holds, with their ranges, and the call then goes through.
+func TestLockReclaimInGrace(t *testing.T) {
+	p := startPeer(t)
+	c := p.dial(t, false)
+	r := Range{100, 199}
+	if err := c.Lock(context.Background(), fh, 1, r, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.holder = make(map[string]int32) // restarted: it forgot
+	p.grace = true
+	p.mu.Unlock()
+	go func() {
+		time.Sleep(time.Second)
+		p.mu.Lock()
+		p.grace = false
+		p.mu.Unlock()
+	}()
+	if _, err := c.Test(context.Background(), fh, 2, whole, true); err != nil {
+		t.Fatalf("TEST across the grace period: %v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.reclaims) != 1 || p.reclaims[0].Offset != 100 || p.reclaims[0].Length != 100 {
+		t.Fatalf("reclaims %+v, want owner 1's lock at 100, 100 bytes", p.reclaims)
+	}
+	if p.holder[string(fh)] != p.reclaims[0].Svid {
+		t.Errorf("after the reclaim the server has holder %d, want the reclaimer %d", p.holder[string(fh)], p.reclaims[0].Svid)
+	}
+}
+
+// TestRecoverStaleAfterCrash: the locks and the queued request of an
+// rdmafs that died (its journal's flock is free) are dropped on the server
+// by the next client of that server from this host, and only those: a
+// live client's journal is left alone.
+func TestRecoverStaleAfterCrash(t *testing.T) {
+	p := startPeer(t)
+	dir := t.TempDir()
+	dial := func() *Client {
+		c, err := Dial(context.Background(), Config{
+			Dial: nfs3.DialConfig{Host: "127.0.0.1", Timeout: 5 * time.Second}, Port: p.port,
+			CallerName: "testhost", StateDir: dir, Logf: t.Logf,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	live := dial()
+	defer live.Close()
+	liveFH := []byte("live-file")
+	if err := live.Lock(context.Background(), liveFH, 7, whole, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	dead := dial()
+	defer dead.Close()
+	dead.mu.Lock()
+	dead.callbacks = true // its waiting locks are queued on the server
+	dead.mu.Unlock()
+	if err := dead.Lock(context.Background(), fh, 1, Range{0, 9}, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := []byte("other-file")
+	if err := live.Lock(context.Background(), other, 8, whole, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- dead.Lock(ctx, other, 2, whole, true, true, func() bool { return false }) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.count("LOCK(block)") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead client's waiting LOCK never reached the server")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The process dies: its journal's flock goes with its descriptor,
+	// nothing is unlocked.
+	dead.journal.f.Close()
+	dead.journal = nil
+
+	next := dial()
+	defer next.Close()
+	n, err := next.RecoverStale(context.Background())
+	if err != nil {
+		t.Fatalf("RecoverStale: %v", err)
+	}
+	if n != 2 {
+		t.Errorf("RecoverStale dropped %d locks, want 2 (the dead client's lock and its queued request)", n)
+	}
+	if p.count("CANCEL") != 1 {
+		t.Errorf("%d CANCELs, want 1 for the queued request", p.count("CANCEL"))
+	}
+	p.mu.Lock()
+	_, deadHolds := p.holder[string(fh)]
+	_, liveHolds := p.holder[string(liveFH)]
+	queued := len(p.queued)
+	p.mu.Unlock()
+	if deadHolds || queued != 0 {
+		t.Errorf("after recovery the server still has the dead client's lock (%v) or %d queued requests", deadHolds, queued)
+	}
+	if !liveHolds {
+		t.Error("recovery dropped the live client's lock")
+	}
+	if err := next.Lock(context.Background(), fh, 3, whole, true, false, nil); err != nil {
+		t.Errorf("LOCK of the dead client's file after recovery: %v", err)
+	}
+}
