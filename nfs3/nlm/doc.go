@@ -24,8 +24,8 @@
 //   - codec.go: the Message interface every type above satisfies, Unmarshal,
 //     and the decoding rules they share.
 //   - nsmclient.go: NSMClient, which calls a statd (SM_STAT, SM_MON,
-//     SM_UNMON, SM_UNMON_ALL, SM_NOTIFY) over sunrpc. An NLM client and
-//     server are for later.
+//     SM_UNMON, SM_UNMON_ALL, SM_NOTIFY) over sunrpc. The NLM client is
+//     fs/lockd, the lock manager of rdmafs serve nfs3/server/lockd.
 //
 // # Decoding
 //
