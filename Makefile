@@ -81,7 +81,7 @@ test: deps
 	# The host end-to-end tests build rdmafs when they run: Go's test cache
 	# cannot see a change to it, so they never come from the cache.
 	$(GO) test -race -tags rdmafs_scrub $$($(GO) list ./... | grep -v '/test/e2e/host$$')
-	$(GO) test -race -tags rdmafs_scrub -count=1 ./test/e2e/host
+	$(GO) test -race -tags rdmafs_scrub -count=1 -timeout 30m ./test/e2e/host
 	$(GO) test -count=1 -run 'NotAllocate' ./nfs3 ./sunrpc/xdr ./bench/roundtrip
 
 bench: build
