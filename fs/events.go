@@ -120,11 +120,17 @@ var _ fuse.RawFileSystem = (*countingFS)(nil)
 // gofs.Mount does, with the kernel's requests counted for WriteStats.
 func (f *FS) Mount(dir string, opts *gofs.Options) (*fuse.Server, error) {
 	raw := &countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), ev: &f.events, locking: f.cfg.Locks != nil}
-	server, err := newServer(raw, dir, &opts.MountOptions)
+	server, devFD, err := newServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err
 	}
-	go server.Serve()
+	// INIT is done: the queues go up before anything (WaitMount's
+	// first request) waits for them.
+	if ch := f.startIOURing(server, raw, &opts.MountOptions, devFD); ch != nil {
+		ch.ServeDev() // in place of server.Serve: fusechannel.go
+	} else {
+		go server.Serve()
+	}
 	if err := server.WaitMount(); err != nil {
 		return nil, err
 	}

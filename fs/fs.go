@@ -65,6 +65,11 @@ type Options struct {
 	// RemotePosix and RemoteFlock send fcntl(2) and flock(2) locks to
 	// Config.Locks; the kinds not sent stay local to this client.
 	RemotePosix, RemoteFlock bool
+	// IOURing serves the mount through io_uring queues where the kernel
+	// offers FUSE over io_uring (fusechannel.go), with
+	// IOURingQueueDepth entries per queue (0: the default).
+	IOURing           bool
+	IOURingQueueDepth int
 }
 
 // Config is what New needs.
@@ -117,6 +122,8 @@ type FS struct {
 
 	writeSlots chan struct{} // WRITEs of write-behind in flight
 	dirty      *dirtyLimit
+
+	channel fuseChannel // the io_uring queues, if the mount has them
 }
 
 // New returns the file system of the export whose root is cfg.Root.
@@ -168,6 +175,10 @@ func (f *FS) MountOptions() *gofs.Options {
 	if f.acl != nil {
 		// The umask is the file system's to apply (acl.go createMode).
 		extra = fuse.CAP_DONT_MASK
+	}
+	if f.wantIOURing() {
+		// INIT announces it; fusechannel.go then sets up the queues.
+		extra |= fuse.CAP_OVER_IO_URING
 	}
 	return &gofs.Options{
 		MountOptions: fuse.MountOptions{

@@ -13,7 +13,10 @@ import (
 // 16, the kernel's readahead).
 const fuseReaders = 16
 
-// newServer makes the FUSE server with fuseReaders request readers.
+// newServer makes the FUSE server with fuseReaders request readers. It
+// also returns the server's /dev/fuse descriptor, which go-fuse does not
+// export, for the io_uring channel (fusechannel.go): the one that making
+// the server opened (-1 if that is not clear).
 //
 // go-fuse lets as many goroutines wait for requests as GOMAXPROCS was when
 // the server was made, and ends the goroutine that finished a request when
@@ -39,7 +42,7 @@ const fuseReaders = 16
 // to the runtime's own choice (which follows the CPUs the process may
 // use) unless the environment set it. Mounts made at once take turns, so
 // that none puts back another's raised value.
-func newServer(fs fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fuse.Server, error) {
+func newServer(fs fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fuse.Server, int, error) {
 	gomaxprocsMu.Lock()
 	defer gomaxprocsMu.Unlock()
 	prev := runtime.GOMAXPROCS(max(fuseReaders, runtime.GOMAXPROCS(0)))
@@ -50,8 +53,14 @@ func newServer(fs fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fus
 			runtime.GOMAXPROCS(prev)
 		}
 	}()
-	return fuse.NewServer(fs, dir, opts)
+	before := fuseDevFDs()
+	server, err := fuse.NewServer(fs, dir, opts)
+	if err != nil {
+		return nil, -1, err
+	}
+	return server, newFUSEDevFD(before, fuseDevFDs()), nil
 }
 
-// gomaxprocsMu is held while newServer has GOMAXPROCS raised.
+// gomaxprocsMu is held while newServer has GOMAXPROCS raised (and
+// while it looks for the descriptor its server opened).
 var gomaxprocsMu sync.Mutex

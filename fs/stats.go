@@ -31,7 +31,9 @@ const (
 // Lines and what their fields mean for rdmafs:
 //
 //	device SOURCE mounted on MOUNTPOINT with fstype nfs statvers=1.1
-//	opts:   the mount options in force (rsize and wsize as negotiated)
+//	opts:   the mount options in force (rsize and wsize as negotiated),
+//	        and fuse_channel=io_uring or dev: how the FUSE requests come
+//	        (fusechannel.go)
 //	age:    seconds since the mount
 //	caps:   caps=0x7 (0x6 with nordirplus), wtmult=0 (rdmafs does not use
 //	        the server's write multiple), dtsize=the READDIR(PLUS) size
@@ -87,7 +89,7 @@ func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
 		sec = "flavor=0"
 	}
 	fmt.Fprintf(b, "device %s mounted on %s with fstype nfs statvers=1.1\n", mangle(f.cfg.Source), mangle(mountpoint))
-	fmt.Fprintf(b, "\topts:\t%s\n", f.cfg.MountOptions)
+	fmt.Fprintf(b, "\topts:\t%s,fuse_channel=%s\n", f.cfg.MountOptions, f.FUSEChannel())
 	fmt.Fprintf(b, "\tage:\t%d\n", int64(time.Since(f.start).Seconds()))
 	fmt.Fprintf(b, "\tcaps:\tcaps=0x%x,wtmult=0,dtsize=%d,bsize=0,namlen=%d\n",
 		caps, min(uint32(f.opts.RSize), dirPageMax), nfs3.MaxNameLen)

@@ -48,6 +48,8 @@ var mirrors = map[string]string{
 	"fsname":              "FUSE fsname (mount.fuse3(8))",
 	"max_read":            "FUSE max_read (mount.fuse3(8))",
 	"debug":               "FUSE debug (mount.fuse3(8))",
+	"noio_uring":          "libfuse io_uring, noio_uring (FUSE over io_uring)",
+	"io_uring_q_depth":    "libfuse io_uring_q_depth",
 
 	"uid": "none: rdmafs's own (the kernel client always sends the caller's)",
 	"gid": "none: rdmafs's own (the kernel client always sends the caller's)",

@@ -83,6 +83,8 @@ type Options struct {
 	DefaultPermissions Choice // default_permissions, nodefault_permissions; auto likewise
 	FSName             string // fsname=; "" = not given (the caller uses server:/export)
 	MaxRead            int    // max_read=: bytes; 0 = not given
+	IOURing            bool   // io_uring: FUSE over io_uring where the kernel offers it; else /dev/fuse
+	IOURingQDepth      int    // io_uring_q_depth=: ring entries per queue
 	Debug              bool   // debug, same as -d
 
 	// Identity: when set, every call carries this AUTH_SYS uid or gid
@@ -134,6 +136,7 @@ func Default() Options {
 		MemReg:           xprtrdma.MemRegMW,
 		Provider:         ProviderIBVerbs,
 		Atime:            AtimeRelatime,
+		IOURingQDepth:    16, // fuseuring.DefaultQueueDepth
 	}
 }
 

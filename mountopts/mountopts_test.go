@@ -48,6 +48,8 @@ func TestDefault(t *testing.T) {
 		DefaultPermissions: ChoiceAuto,
 		FSName:             "",
 		MaxRead:            0,
+		IOURing:            false,
+		IOURingQDepth:      16,
 		Debug:              false,
 		FixedUID:           FixedID{},
 		FixedGID:           FixedID{},
@@ -185,6 +187,10 @@ var acceptCases = []struct {
 	{"fsname= two words ", func(o *Options) { o.FSName = "two words" }},
 	{"max_read=4096", func(o *Options) { o.MaxRead = 4096 }},
 	{"max_read=1048576", func(o *Options) { o.MaxRead = 1048576 }},
+	{"io_uring", func(o *Options) { o.IOURing = true }},
+	{"noio_uring", func(o *Options) {}},
+	{"io_uring_q_depth=1", func(o *Options) { o.IOURingQDepth = 1 }},
+	{"io_uring_q_depth=1024", func(o *Options) { o.IOURingQDepth = 1024 }},
 	{"debug", func(o *Options) { o.Debug = true }},
 
 	// Identity.
@@ -324,6 +330,7 @@ func TestReject(t *testing.T) {
 		{"max_inline_write=65537", "option max_inline_write=65537: must be a number from 1024 to 65536"},
 		{"inline_write_padding=4097", "option inline_write_padding=4097: must be a number from 0 to 4096"},
 		{"max_read=0", "option max_read=0: must be a number from 4096 to 1048576"},
+		{"io_uring_q_depth=0", "option io_uring_q_depth=0: must be a number from 1 to 1024"},
 		{"max_read=4095", "option max_read=4095: must be a number from 4096 to 1048576"},
 		{"max_read=1048577", "option max_read=1048577: must be a number from 4096 to 1048576"},
 		{"uid=4294967295", "option uid=4294967295: must be a number from 0 to 4294967294"},
@@ -463,7 +470,7 @@ func TestStringDefault(t *testing.T) {
 	const want = "vers=3,proto=tcp,mountproto=tcp,timeo=600,retrans=2,hard,nconnect=1,sec=sys,resvport,retry=0," +
 		"ac,acregmin=3,acregmax=60,acdirmin=30,acdirmax=60,lookupcache=all,cto,rdirplus,rw,async," +
 		"slot_table_entries=128,max_inline_read=4096,max_inline_write=4096,inline_write_padding=0," +
-		"memreg=mw,provider=ibverbs,local_lock=none,relatime"
+		"memreg=mw,provider=ibverbs,noio_uring,io_uring_q_depth=16,local_lock=none,relatime"
 	if got := Default().String(); got != want {
 		t.Errorf("Default().String() =\n%s\nwant\n%s", got, want)
 	}

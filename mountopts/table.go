@@ -201,6 +201,14 @@ var table = []option{
 	number(groupFUSE, "max_read", "largest FUSE read request in bytes; unset: the FUSE default",
 		numSpec{lo: 4096, hi: 1 << 20, omitZero: true, def: "unset"},
 		intField(func(o *Options) *int { return &o.MaxRead })),
+	flagPair(groupFUSE, "noio_uring", "io_uring",
+		"io_uring: where the kernel offers FUSE over io_uring (fuse module parameter enable_uring), take the requests "+
+			"through per-CPU io_uring queues instead of reading /dev/fuse; noio_uring: always /dev/fuse "+
+			"(the default for now: 4 KiB random reads are slower through the ring)",
+		func(o *Options) *bool { return &o.IOURing }),
+	number(groupFUSE, "io_uring_q_depth", "ring entries per CPU queue with io_uring: requests of one CPU in flight at once",
+		numSpec{lo: 1, hi: 1024},
+		intField(func(o *Options) *int { return &o.IOURingQDepth })),
 	flag(groupFUSE, "debug", "log every FUSE request, as -d does",
 		func(o *Options) *bool { return &o.Debug }),
 

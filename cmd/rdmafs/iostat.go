@@ -98,20 +98,33 @@ func sub(a, b uint64) uint64 {
 // statsJSON is the JSON form of a mount's statistics: one object per
 // mount, on one line, with every counter by name.
 type statsJSON struct {
-	Time       string                       `json:"time"`
-	Device     string                       `json:"device"`
-	Mountpoint string                       `json:"mountpoint"`
-	Opts       string                       `json:"opts"`
-	AgeSeconds uint64                       `json:"age_seconds"`
-	Caps       string                       `json:"caps"`
-	Sec        string                       `json:"sec"`
-	Events     map[string]uint64            `json:"events"`
-	Bytes      map[string]uint64            `json:"bytes"`
-	Xprt       []xprtJSON                   `json:"xprt"`
-	Ops        map[string]map[string]uint64 `json:"ops"`
+	Time       string `json:"time"`
+	Device     string `json:"device"`
+	Mountpoint string `json:"mountpoint"`
+	Opts       string `json:"opts"`
+	// FUSEChannel is how the kernel's requests reach rdmafs: "io_uring"
+	// or "dev" (/dev/fuse), from the opts line's fuse_channel=.
+	FUSEChannel string                       `json:"fuse_channel,omitempty"`
+	AgeSeconds  uint64                       `json:"age_seconds"`
+	Caps        string                       `json:"caps"`
+	Sec         string                       `json:"sec"`
+	Events      map[string]uint64            `json:"events"`
+	Bytes       map[string]uint64            `json:"bytes"`
+	Xprt        []xprtJSON                   `json:"xprt"`
+	Ops         map[string]map[string]uint64 `json:"ops"`
 	// LockOps are the NLM procedures, on a mount whose locks go to the
 	// server.
 	LockOps map[string]map[string]uint64 `json:"lock_ops,omitempty"`
+}
+
+// optValue returns the value of name= in the option list opts, or "".
+func optValue(opts, name string) string {
+	for _, o := range strings.Split(opts, ",") {
+		if v, ok := strings.CutPrefix(o, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 type xprtJSON struct {
@@ -144,7 +157,7 @@ func opsMap(ops []opStats) map[string]map[string]uint64 {
 func writeJSON(w io.Writer, m *mountStats, t time.Time) error {
 	j := statsJSON{
 		Time: t.UTC().Format(time.RFC3339Nano), Device: m.Device, Mountpoint: m.Mountpoint,
-		Opts: m.Opts, AgeSeconds: m.Age, Caps: m.Caps, Sec: m.Sec,
+		Opts: m.Opts, FUSEChannel: optValue(m.Opts, "fuse_channel"), AgeSeconds: m.Age, Caps: m.Caps, Sec: m.Sec,
 		Events: countersMap(m.Events), Bytes: countersMap(m.Bytes),
 		Xprt: make([]xprtJSON, len(m.Xprts)), Ops: make(map[string]map[string]uint64, len(m.Ops)),
 	}

@@ -195,7 +195,8 @@ func mountAndServe(a *mountArgs, ready func(error)) error {
 		logger.Printf("%v: writing back and unmounting %s", sig, a.mountpoint)
 		unmount(server, fsys, a.mountpoint, logger)
 	}()
-	server.Wait()
+	fsys.Wait(server)
+	fsys.CloseFUSEChannel()
 	signal.Stop(signals)
 	// The kernel has let go of the mount: nothing can write any more.
 	return writeBackAfterUnmount(fsys, conn, &a.opts, a.mountpoint, logger)
@@ -258,7 +259,7 @@ func unmount(server *fuse.Server, fsys *fs.FS, mountpoint string, logger *log.Lo
 	if err := fsys.Shutdown(ctx); err != nil {
 		logger.Printf("writing back before unmount: %v", err)
 	}
-	if err := server.Unmount(); err != nil {
+	if err := fsys.Unmount(server); err != nil {
 		logger.Printf("unmount %s: %v; detaching it", mountpoint, err)
 		if err := syscall.Unmount(mountpoint, syscall.MNT_DETACH); err != nil {
 			logger.Printf("detach %s: %v", mountpoint, err)
@@ -283,6 +284,9 @@ func fsOptions(o *mountopts.Options, c *connection) fs.Options {
 		AuthNone:       o.Sec == mountopts.SecNone,
 		RemotePosix:    o.LocalLock.Remote(o.Lock == mountopts.ChoiceOn, false),
 		RemoteFlock:    o.LocalLock.Remote(o.Lock == mountopts.ChoiceOn, true),
+
+		IOURing:           o.IOURing,
+		IOURingQueueDepth: o.IOURingQDepth,
 	}
 	if o.FixedUID.Set {
 		fo.FixedUID = &o.FixedUID.ID

@@ -190,12 +190,19 @@ func (s *server) mountOpts() string {
 // rdmaServe are the serve options of an RDMA server on free ports.
 var rdmaServe = []string{"proto=rdma", "provider=soft", "rdmaport=0"}
 
+// mountOptsEnv names mount options that server.mount adds to every mount:
+// a test runs another test's mounts with them (TestIOURingSignalledLockWaiter).
+const mountOptsEnv = "RDMAFS_HOST_MOUNT_OPTS"
+
 // mount mounts the server's export on a new directory and returns it;
 // the test's cleanup unmounts it.
 func (s *server) mount(t *testing.T, opts ...string) string {
 	t.Helper()
 	mnt := t.TempDir()
 	all := append([]string{s.mountOpts()}, opts...)
+	if more := os.Getenv(mountOptsEnv); more != "" {
+		all = append(all, more)
+	}
 	out, err := exec.Command(rdmafsBin, "-o", strings.Join(all, ","), "127.0.0.1:/", mnt).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mount: %v: %s", err, out)

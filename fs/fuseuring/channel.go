@@ -1,0 +1,191 @@
+// Package fuseuring serves a FUSE mount through io_uring (Linux 6.14 and
+// later): per CPU, a queue of ring entries registered once with the
+// kernel, each of which receives a request and commits its reply with
+// one io_uring command, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, so that no
+// system call per request is left on the hot path.
+//
+// go-fuse's fuse.Server mounts, answers INIT and writes notifications.
+// The ring's requests go to a fuse.ProtocolServer over the same raw file
+// system, go-fuse's transport-independent entry point, and so does what
+// the kernel still sends on /dev/fuse (interrupts, FORGETs, the requests
+// before every queue is registered, notification replies): one protocol
+// server knows every request in flight, as an INTERRUPT needs.
+//
+//	ring.go     io_uring: setup, the mapped rings, submission, reaping
+//	worker.go   a worker: one ring entry of a CPU's queue, its buffers,
+//	            and the thread that answers its requests
+//	channel.go  the queues of one mount: start, bootstrap of the
+//	            protocol server, teardown
+//	dev.go      /dev/fuse read with the same protocol server, so that
+//	            interrupts reach the requests of the queues
+package fuseuring
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// enableParam is the fuse module's switch for FUSE over io_uring; the
+// kernel offers it (FUSE_OVER_IO_URING in INIT) only while it is Y.
+const enableParam = "/sys/module/fuse/parameters/enable_uring"
+
+// Offered reports whether the kernel offers FUSE over io_uring to new
+// mounts.
+func Offered() bool {
+	b, err := os.ReadFile(enableParam)
+	return err == nil && strings.TrimSpace(string(b)) == "Y"
+}
+
+// DefaultQueueDepth is the number of ring entries per queue when the
+// mount options do not say (io_uring_q_depth): as many requests of one
+// CPU as may be in flight at once.
+const DefaultQueueDepth = 16
+
+// Config is what Start needs.
+type Config struct {
+	// DevFD is the mount's /dev/fuse descriptor. Start duplicates it.
+	DevFD int
+	// Server answers the requests; Start initializes it with Init.
+	Server *fuse.ProtocolServer
+	// Init is the kernel's INIT request, as fuse.Server.KernelSettings
+	// returns it.
+	Init *fuse.InitIn
+	// MaxWrite and MaxPages size the payload buffers as the kernel
+	// requires (the largest WRITE, the largest READ).
+	MaxWrite, MaxPages int
+	// QueueDepth is the number of entries per queue; 0 means
+	// DefaultQueueDepth.
+	QueueDepth int
+	Logf       func(format string, args ...any)
+}
+
+// Channel is the io_uring queues of one mount.
+type Channel struct {
+	devFD   int
+	server  *fuse.ProtocolServer
+	logf    func(format string, args ...any)
+	workers []*worker
+	once    sync.Once
+
+	payloadSize int            // of an entry's buffer: the largest request or reply
+	devWG       sync.WaitGroup // ServeDev's readers
+}
+
+// Start sets up a queue per possible CPU, as the kernel requires before
+// it sends any request through the ring, of QueueDepth workers each
+// (worker.go), registers their entries and serves them. The INIT reply
+// must have announced FUSE_OVER_IO_URING.
+func Start(cfg Config) (*Channel, error) {
+	depth := cfg.QueueDepth
+	if depth <= 0 {
+		depth = DefaultQueueDepth
+	}
+	possible, err := readCPUList(possibleCPUs)
+	if err != nil {
+		return nil, err
+	}
+	online, err := readCPUList(onlineCPUs)
+	if err != nil {
+		return nil, err
+	}
+	if err := initialize(cfg.Server, cfg.Init); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Dup(cfg.DevFD)
+	if err != nil {
+		return nil, fmt.Errorf("fuseuring: dup /dev/fuse: %w", err)
+	}
+	c := &Channel{devFD: fd, server: cfg.Server, logf: cfg.Logf}
+	if c.logf == nil {
+		c.logf = func(string, ...any) {}
+	}
+	// The kernel's size (fs/fuse/dev_uring.c): the larger of
+	// FUSE_MIN_READ_BUFFER, max_write and max_pages pages.
+	pageSize := os.Getpagesize()
+	payload := max(8192, cfg.MaxWrite, cfg.MaxPages*pageSize)
+	payload = (payload + pageSize - 1) / pageSize * pageSize
+	c.payloadSize = payload
+	// The kernel makes a queue for every CPU that may come online
+	// (num_possible_cpus) and switches to the ring only when each has an
+	// entry; requests go to the queue of the CPU their caller runs on.
+	// A CPU not online gets one entry: machines often allow far more
+	// CPUs than they have, and each entry is a thread.
+	for qid := range len(possible) {
+		n := 1
+		if online[qid] {
+			n = depth
+		}
+		for range n {
+			w, err := newWorker(c, uint16(qid), payload)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.workers = append(c.workers, w)
+		}
+	}
+	for _, w := range c.workers {
+		w.running = true
+		go w.run()
+	}
+	for _, w := range c.workers {
+		if err := <-w.started; err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close stops the queues, waits for the requests being answered, and
+// frees the rings and buffers. At unmount the kernel has ended every
+// entry already; Close is then only the cleanup. With ServeDev, Close
+// waits for the mount to be gone first.
+func (c *Channel) Close() {
+	c.once.Do(func() {
+		// The /dev/fuse readers end when the mount does; the
+		// descriptor they read is closed only after, lest a read
+		// find its number given to another file.
+		c.WaitDev()
+		for _, w := range c.workers {
+			w.stop()
+		}
+		for _, w := range c.workers {
+			if w.running {
+				<-w.done
+			}
+			w.release()
+		}
+		unix.Close(c.devFD)
+	})
+}
+
+// initialize answers a copy of the kernel's INIT with the protocol
+// server, which sets it up as fuse.Server was (the protocol version and
+// the flags negotiated): the ring never carries INIT.
+func initialize(ps *fuse.ProtocolServer, init *fuse.InitIn) error {
+	const opInit = 26 // FUSE_INIT
+	// fuse.InitIn is the whole request, its header included.
+	in := make([]byte, unsafe.Sizeof(*init))
+	copy(in, unsafe.Slice((*byte)(unsafe.Pointer(init)), len(in)))
+	le := binary.LittleEndian
+	le.PutUint32(in[0:], uint32(len(in)))
+	le.PutUint32(in[4:], opInit)
+	le.PutUint64(in[8:], 1) // unique
+	out := make([]byte, 4096)
+	n, status := ps.HandleRequest([][]byte{in}, [][]byte{out})
+	if !status.Ok() || n < outHeaderSize {
+		return fmt.Errorf("fuseuring: INIT for the protocol server: %v", status)
+	}
+	if errno := int32(le.Uint32(out[4:])); errno != 0 {
+		return fmt.Errorf("fuseuring: INIT for the protocol server: %v", unix.Errno(-errno))
+	}
+	return nil
+}
