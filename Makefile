@@ -7,6 +7,8 @@
 #   make test        unit, fuzz-seed and host end-to-end tests, with the race detector (root for the host tests)
 #   make bench       TCP benchmark on this machine: rdmafs vs libnfs vs a FUSE loopback (root)
 #   make e2e         end-to-end tests in a qemu guest with SoftRoCE and knfsd (root; test/e2e/README.md)
+#   make e2e-current the same tests on the newest kernel of Debian's trixie-backports (Linux 7.x)
+#                    instead of Debian 12's 6.1 (LAB_KERNEL=current)
 #   make e2e-soak    the differential test (40 random scripts) and the exerciser (40000 operations)
 #                    in the guest, longer than CI runs them
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
@@ -31,7 +33,7 @@ GO ?= go
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2 groff-base \
 	prometheus prometheus-node-exporter acl
 
-.PHONY: deps demo build install uninstall man test bench bench-verbs e2e e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker
+.PHONY: deps demo build install uninstall man test bench bench-verbs e2e e2e-current e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker
 
 deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -89,6 +91,10 @@ bench: build
 
 e2e:
 	test/e2e/lab.sh e2e $(E2E_FLAGS)
+
+# rdmafs, knfsd and the kernel NFS/RDMA client of a current kernel (test/e2e/README.md)
+e2e-current:
+	LAB_KERNEL=current test/e2e/lab.sh e2e $(E2E_FLAGS)
 
 # the differential test and the exerciser at length, in one guest boot (not in CI)
 e2e-soak:

@@ -1,9 +1,9 @@
 #!/bin/bash
-# lab.sh - the rdmafs end-to-end harness: a Debian 12 qemu guest (Debian 6.1 kernel)
-# with SoftRoCE (rdma_rxe), knfsd serving NFSv3 over RDMA (20049) and TCP (2049),
-# rpcbind, rpc.mountd, rpc.statd and FUSE. The checkout is shared into the guest
-# over virtio-9p at /host; the guest runs a command there and its exit status
-# becomes lab.sh's. test/e2e/README.md says what runs where and why.
+# lab.sh - the rdmafs end-to-end harness: a Debian 12 qemu guest (Debian 12's Linux 6.1,
+# or with LAB_KERNEL=current the newest kernel of Debian's trixie-backports) with
+# SoftRoCE (rdma_rxe), knfsd serving NFSv3 over RDMA (20049) and TCP (2049), rpcbind,
+# rpc.mountd, rpc.statd and FUSE. The checkout is shared into the guest over virtio-9p
+# at /host; the guest runs a command there and its exit status becomes lab.sh's. test/e2e/README.md says what runs where and why.
 #
 # Usage (as root; `make e2e` and `make bench-e2e` call the first two):
 #   lab.sh e2e [TEST FLAGS...]   deps + image + build.sh + boot + run-tests.sh (the e2e suite),
@@ -37,7 +37,13 @@
 #                    machines. LAB_KARGS= boots with the HPET)
 #   LAB_MTU          MTU of dummy0 under rxe0                  (default 9000 -> RoCE MTU 4096)
 #   LAB_EXPORT_SIZE  size of the tmpfs exported as /export     (default 1g; bench: 1536m)
-#   LAB_KPKG         kernel package                            (default: what linux-image-amd64 depends on)
+#   LAB_KERNEL       debian12 | current                        (default debian12)
+#                    debian12: Debian 12's kernel (Linux 6.1), from the host's apt sources.
+#                    current: the newest kernel of Debian's trixie-backports (Linux 7.x), fetched
+#                    through a private apt configuration in $LAB_CACHE/current/apt (the host's apt
+#                    is left alone) and cached in $LAB_CACHE/current, apart from the default one
+#   LAB_KPKG         kernel package                            (default: what linux-image-amd64 depends on,
+#                                                               in the suite LAB_KERNEL names)
 #   LAB_MIRROR       Debian mirror for debootstrap             (default: the host's apt sources)
 #   LAB_PASSENV      names of host env vars to export into the guest command
 #   LAB_SHARE        host directory shared as /host            (default: the checkout)
@@ -71,17 +77,33 @@ LAB_ACCEL=${LAB_ACCEL:-auto}
 LAB_MTU=${LAB_MTU:-9000}
 LAB_EXPORT_SIZE=${LAB_EXPORT_SIZE:-1g}
 SUITE=bookworm
+LAB_KERNEL=${LAB_KERNEL:-debian12}
+# where the kernel and the initramfs built on it are cached: the current kernel apart,
+# so that both coexist (the root filesystem is the same for both)
+case "$LAB_KERNEL" in
+    debian12) KCACHE=$LAB_CACHE ;;
+    current) KCACHE=$LAB_CACHE/current ;;
+    *) echo "lab.sh: LAB_KERNEL must be debian12 or current, not '$LAB_KERNEL'" >&2; exit 2 ;;
+esac
+# the suite the current kernel comes from (Debian 13's backports), and how often its
+# package index is fetched again (seconds)
+CURRENT_SUITE=trixie-backports
+CURRENT_REFRESH=${LAB_KERNEL_REFRESH:-86400}
 
 EXIT_USAGE=2 EXIT_DEPS=100 EXIT_IMAGE=101 EXIT_BUILD=102 EXIT_NOBOOT=103 EXIT_SERVICES=104
 EXIT_TIMEOUT=124 EXIT_NOSTATUS=125
 
 # host env vars always passed into the guest (when set)
 PASSENV="LAB_TEST_TIMEOUT LAB_VERBS_RUN LAB_NFSD_THREADS RDMAFS_DIFF_SEED RDMAFS_DIFF_SCRIPTS RDMAFS_EXERCISER_OPS BENCH_SIZE BENCH_RAND_SIZE BENCH_RUNTIME BENCH_RAND_RUNTIME BENCH_FILES BENCH_TARGETS BENCH_JOB_SLACK BENCH_WORKLOADS BENCH_PROFILE BENCH_RDMAFS_OPTS"
-HOST_PKGS="qemu-system-x86 debootstrap cpio kmod xz-utils"
+HOST_PKGS="qemu-system-x86 debootstrap cpio kmod xz-utils zstd"
 # kernel modules (plus their dependencies) copied into the guest
 GUEST_MODS="virtio_pci virtio_net 9pnet_virtio 9p dummy veth configfs crc32_generic crc32c_generic crc32_pclmul \
 ib_core ib_uverbs rdma_cm rdma_ucm ib_cm iw_cm rdma_rxe \
 sunrpc rpcrdma auth_rpcgss lockd grace nfs_acl nfsd nfs nfsv3 fuse libcrc32c overlay"
+# those of GUEST_MODS a kernel may lack: Linux 6.1's rxe and nfsd ask the crypto API for
+# crc32/crc32c at run time (request_module, no depmod dependency), hence the crypto
+# modules; since 6.14 the CRC code is a library they link to, and these modules are gone
+GUEST_MODS_OPTIONAL="crc32_generic crc32c_generic crc32_pclmul libcrc32c"
 # left out of the initramfs (unpacking costs ~25 ms/MB under TCG); LAB_TRIM=0 keeps them
 TRIM_PATHS="./usr/lib/udev/hwdb.bin ./usr/lib/python3 ./usr/lib/python3.11 ./usr/bin/python3.11 ./usr/lib/x86_64-linux-gnu/gconv ./var/cache/debconf ./var/lib/dpkg ./var/lib/apt ./var/cache/apt ./usr/share/zoneinfo ./usr/share/perl ./usr/lib/x86_64-linux-gnu/perl-base ./usr/share/i18n ./.key"
 [ "${LAB_TRIM:-1}" = 1 ] || TRIM_PATHS="./.key"
@@ -126,6 +148,11 @@ cmd_deps() {
 kernel_pkg() {
     if [ -n "${LAB_KPKG:-}" ]; then echo "$LAB_KPKG"; return; fi
     local k
+    if [ "$LAB_KERNEL" = current ]; then
+        current_apt_update || return 0
+        current_apt apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'
+        return 0
+    fi
     k=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
     if [ -z "$k" ]; then
         apt_update_once || return 0
@@ -134,32 +161,97 @@ kernel_pkg() {
     echo "$k"
 }
 
+# The current kernel's private apt: its own sources list (CURRENT_SUITE only), package
+# lists and download cache under $KCACHE/apt; nothing of the host's apt state is read or
+# written. current_apt CMD ARGS... runs an apt command with it.
+CURRENT_APT=$KCACHE/apt
+current_apt() {
+    local cmd=$1; shift
+    "$cmd" -o Dir::Etc::SourceList="$CURRENT_APT/sources.list" -o Dir::Etc::SourceParts="$CURRENT_APT/none" \
+        -o Dir::Etc::Preferences="$CURRENT_APT/none" -o Dir::Etc::PreferencesParts="$CURRENT_APT/none" \
+        -o Dir::State="$CURRENT_APT/state" -o Dir::State::status=/dev/null -o Dir::Cache="$CURRENT_APT/cache" \
+        -o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o APT::Sandbox::User=root "$@"
+}
+
+# fetch the CURRENT_SUITE package index when it is missing or older than CURRENT_REFRESH
+# seconds; an old one is used when the mirror cannot be reached
+current_apt_update() {
+    local mirror=${LAB_MIRROR:-$(host_mirror)} lists=$CURRENT_APT/state/lists
+    mirror=${mirror:-http://deb.debian.org/debian}
+    mkdir -p "$lists/partial" "$CURRENT_APT/cache/archives/partial" "$CURRENT_APT/none" || return 1
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $CURRENT_SUITE main" \
+        >"$CURRENT_APT/sources.list"
+    local stamp=$CURRENT_APT/updated
+    if [ -e "$stamp" ] && [ "$(cat "$stamp")" = "$mirror" ] &&
+        [ $(($(date +%s) - $(stat -c %Y "$stamp"))) -lt "$CURRENT_REFRESH" ]; then
+        return 0
+    fi
+    log "apt-get update of $CURRENT_SUITE (private configuration in $CURRENT_APT)"
+    if current_apt apt-get update -q >&2; then
+        echo "$mirror" >"$stamp"
+        return 0
+    fi
+    compgen -G "$lists/*_Packages*" >/dev/null || return 1
+    log "warning: apt-get update of $CURRENT_SUITE failed; using the package index of $(stat -c %y "$lists" | cut -d. -f1)"
+}
+
+# download_kernel KPKG DIR: unpack KPKG into DIR, with the packages it depends on that
+# carry its version in their name: Debian's kernel packages since 6.19 (trixie-backports) split
+# linux-image-VER into linux-binary-VER (vmlinuz), linux-modules-VER and linux-base-VER
+download_kernel() {
+    local kpkg=$1 dir=$2 kver=${1#linux-image-} pkgs dl
+    if [ "$LAB_KERNEL" = current ]; then
+        current_apt_update || fail $EXIT_IMAGE "apt-get update of $CURRENT_SUITE failed (private configuration in $CURRENT_APT)"
+        pkgs=$(current_apt apt-cache depends "$kpkg" 2>/dev/null | awk -v v="$kver" '/Depends: linux-[a-z]+-/ && index($2, v) {print $2}' | sort -u)
+    else
+        pkgs=$(apt-cache depends "$kpkg" 2>/dev/null | awk -v v="$kver" '/Depends: linux-[a-z]+-/ && index($2, v) {print $2}' | sort -u)
+    fi
+    log "downloading $kpkg${pkgs:+ and }$(echo $pkgs)"
+    rm -rf "$dir" "$KCACHE"/dl.*
+    dl=$(mktemp -d "$KCACHE/dl.XXXXXX")
+    # shellcheck disable=SC2086 # pkgs is a list
+    if [ "$LAB_KERNEL" = current ]; then
+        (cd "$dl" && current_apt apt-get download "$kpkg" $pkgs >&2)
+    else
+        (cd "$dl" && apt-get download "$kpkg" $pkgs >&2)
+    fi || fail $EXIT_IMAGE "apt-get download $kpkg $(echo $pkgs) failed"
+    local deb
+    for deb in "$dl"/*.deb; do
+        dpkg-deb -x "$deb" "$dir" || fail $EXIT_IMAGE "dpkg-deb -x ${deb##*/} failed"
+    done
+    rm -rf "$dl"
+}
+
 build_kernel() {
     local kpkg; kpkg=$(kernel_pkg)
-    [ -n "$kpkg" ] || fail $EXIT_IMAGE "cannot find the Debian kernel package (apt-cache depends linux-image-amd64 is empty; check apt sources or set LAB_KPKG)"
+    [ -n "$kpkg" ] || fail $EXIT_IMAGE "cannot find the Debian kernel package of LAB_KERNEL=$LAB_KERNEL (apt-cache depends linux-image-amd64 is empty; check apt sources$([ "$LAB_KERNEL" = current ] && echo " and $CURRENT_APT") or set LAB_KPKG)"
+    mkdir -p "$KCACHE" || fail $EXIT_IMAGE "cannot create $KCACHE"
     KVER=${kpkg#linux-image-}
-    KDIR=$LAB_CACHE/kernel-$KVER
+    KDIR=$KCACHE/kernel-$KVER
     if [ ! -e "$KDIR/.done" ]; then
-        log "downloading $kpkg"
-        rm -rf "$KDIR" "$LAB_CACHE"/dl.*
-        local dl; dl=$(mktemp -d "$LAB_CACHE/dl.XXXXXX")
-        (cd "$dl" && apt-get download "$kpkg" >&2) || fail $EXIT_IMAGE "apt-get download $kpkg failed"
-        dpkg-deb -x "$dl/$kpkg"_*.deb "$KDIR" || fail $EXIT_IMAGE "dpkg-deb -x $kpkg failed"
-        depmod -b "$KDIR" "$KVER" || fail $EXIT_IMAGE "depmod of $KVER failed"
-        rm -rf "$dl"
+        download_kernel "$kpkg" "$KDIR"
+        kernel_layout
+        depmod -b "$KMODROOT" "$KVER" || fail $EXIT_IMAGE "depmod of $KVER failed"
         touch "$KDIR/.done"
     fi
-    VMLINUZ=$KDIR/boot/vmlinuz-$KVER
+    kernel_layout
     [ -s "$VMLINUZ" ] || fail $EXIT_IMAGE "$VMLINUZ missing: remove $KDIR and retry"
+    [ -d "$KMODROOT/lib/modules/$KVER" ] || fail $EXIT_IMAGE "$KMODROOT/lib/modules/$KVER missing: remove $KDIR and retry"
     # Uncompressed ELF vmlinux: qemu boots it through the PVH entry point, which skips the
     # bzImage decompressor (~3.5 s under TCG). Falls back to the bzImage if extraction fails.
-    VMLINUX=$KDIR/boot/vmlinux-$KVER
+    VMLINUX=$KDIR/vmlinux-$KVER
+    [ "$LAB_KERNEL" = debian12 ] && VMLINUX=$KDIR/boot/vmlinux-$KVER
     if [ ! -s "$VMLINUX" ]; then
-        local off
+        local off unpack=(xz -dc)
+        # Debian 12's bzImage holds an xz stream, Debian 13's a zstd frame
         off=$(LC_ALL=C grep -abo -P '\xfd7zXZ\x00' "$VMLINUZ" | head -1 | cut -d: -f1 || true)
+        if [ -z "$off" ] && command -v zstd >/dev/null; then
+            off=$(LC_ALL=C grep -abo -P '\x28\xb5\x2f\xfd' "$VMLINUZ" | head -1 | cut -d: -f1 || true)
+            unpack=(zstd -dc)
+        fi
         if [ -n "$off" ]; then
-            # xz complains about the data after its stream: expected
-            tail -c +$((off + 1)) "$VMLINUZ" | xz -dc >"$VMLINUX.tmp" 2>/dev/null || true
+            # xz and zstd complain about the data after their stream: expected
+            tail -c +$((off + 1)) "$VMLINUZ" | "${unpack[@]}" >"$VMLINUX.tmp" 2>/dev/null || true
             if [ "$(head -c4 "$VMLINUX.tmp" | od -An -c | tr -d ' ')" = '177ELF' ]; then
                 mv "$VMLINUX.tmp" "$VMLINUX"
             else
@@ -169,6 +261,20 @@ build_kernel() {
     fi
     BOOT_KERNEL=$VMLINUZ
     if [ -s "$VMLINUX" ] && [ "${LAB_BZIMAGE:-0}" != 1 ]; then BOOT_KERNEL=$VMLINUX; fi
+}
+
+# kernel_layout: where the unpacked kernel keeps its image and modules. Debian 12's
+# package has /boot/vmlinuz-VER and /lib/modules/VER; Debian 13's (merged /usr)
+# /usr/lib/modules/VER with the image in it as vmlinuz. Sets VMLINUZ and KMODROOT (the
+# directory that holds lib/modules, for depmod -b and modprobe -d).
+kernel_layout() {
+    if [ -d "$KDIR/usr/lib/modules/$KVER" ] && [ ! -d "$KDIR/lib/modules/$KVER" ]; then
+        KMODROOT=$KDIR/usr
+    else
+        KMODROOT=$KDIR
+    fi
+    VMLINUZ=$KDIR/boot/vmlinuz-$KVER
+    [ -e "$VMLINUZ" ] || [ ! -e "$KMODROOT/lib/modules/$KVER/vmlinuz" ] || VMLINUZ=$KMODROOT/lib/modules/$KVER/vmlinuz
 }
 
 rootfs_key() {
@@ -299,7 +405,7 @@ EOF
 build_initramfs() {
     local key; key=$( { guest_init; echo "$GUEST_MODS $KVER $TRIM_PATHS"; cat "$ROOTFS/.key"; declare -f build_initramfs; } |
         sha256sum | cut -c1-12)
-    INITRD=$LAB_CACHE/initramfs-$KVER-${LAB_VARIANT:+$LAB_VARIANT-}$key.cpio
+    INITRD=$KCACHE/initramfs-$KVER-${LAB_VARIANT:+$LAB_VARIANT-}$key.cpio
     [ -s "$INITRD" ] && return 0
     log "packing the initramfs"
     local t0=$SECONDS
@@ -307,16 +413,27 @@ build_initramfs() {
     rm -rf "$ROOTFS/lib/modules"
     local mdst=$ROOTFS/lib/modules/$KVER m f
     mkdir -p "$mdst"
-    cp "$KDIR/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$mdst/"
-    local files=() deps
+    local msrc=$KMODROOT/lib/modules/$KVER
+    cp "$msrc"/modules.{order,builtin,builtin.modinfo} "$mdst/"
+    local files=() deps rel
     for m in $GUEST_MODS; do
-        deps=$(modprobe -d "$KDIR" -S "$KVER" --show-depends "$m") ||
+        if ! deps=$(modprobe -d "$KMODROOT" -S "$KVER" --show-depends "$m" 2>/dev/null); then
+            [[ " $GUEST_MODS_OPTIONAL " == *" $m "* ]] && continue
             fail $EXIT_IMAGE "kernel module $m not found in $KVER"
+        fi
         mapfile -t -O "${#files[@]}" files < <(awk '$1=="insmod"{print $2}' <<<"$deps")
     done
+    # Compressed modules (Debian 13's are .ko.xz) are unpacked: the guest's kmod would
+    # decompress each at every modprobe, under TCG slowly
     for f in $(printf '%s\n' "${files[@]}" | sort -u); do
-        mkdir -p "$mdst/$(dirname "${f#"$KDIR"/lib/modules/"$KVER"/}")"
-        cp "$f" "$mdst/${f#"$KDIR"/lib/modules/"$KVER"/}"
+        rel=${f#"$msrc"/}
+        mkdir -p "$mdst/$(dirname "$rel")"
+        case "$f" in
+            *.ko.xz) xz -dc "$f" >"$mdst/${rel%.xz}" ;;
+            *.ko.zst) zstd -q -dc "$f" >"$mdst/${rel%.zst}" ;;
+            *.ko.gz) gzip -dc "$f" >"$mdst/${rel%.gz}" ;;
+            *) cp "$f" "$mdst/$rel" ;;
+        esac || fail $EXIT_IMAGE "copying the kernel module $f failed"
     done
     depmod -b "$ROOTFS" "$KVER" || fail $EXIT_IMAGE "depmod in the rootfs failed"
     guest_init >"$ROOTFS/init"; chmod 755 "$ROOTFS/init"
@@ -329,10 +446,11 @@ build_initramfs() {
 }
 
 # drop cache entries that the current keys no longer name: stale kernels and base root
-# filesystems, and stale entries of this run's variant (another variant's stay)
+# filesystems, and stale entries of this run's variant (another variant's stay). Kernels
+# and initramfs images are pruned only in this LAB_KERNEL's cache (KCACHE): the other's stay
 prune_cache() {
     local e v
-    for e in "$LAB_CACHE"/kernel-* "$LAB_CACHE"/rootfs-* "$LAB_CACHE"/initramfs-* "$LAB_CACHE"/docker-*; do
+    for e in "$KCACHE"/kernel-* "$LAB_CACHE"/rootfs-* "$KCACHE"/initramfs-* "$LAB_CACHE"/docker-*; do
         [ -e "$e" ] || continue
         case "$e" in "$KDIR" | "$BASE_ROOTFS" | "$ROOTFS" | "$INITRD" | "${DOCKER_BASE_TAR:-}" | "${DOCKER_GO_TAR:-}") continue ;; esac
         v=$(cache_variant "${e##*/}")
@@ -432,6 +550,15 @@ cmd_image() {
 
 # ---------------------------------------------------------------- boot
 
+# kernel arguments of this LAB_KERNEL. The current kernel's FUSE (built in) can serve
+# requests over io_uring (CONFIG_FUSE_IO_URING), off unless fuse.enable_uring is set;
+# a FUSE server still has to ask for it in FUSE_INIT, so those that do not see no change
+kernel_args() {
+    case "$LAB_KERNEL" in
+        current) echo "fuse.enable_uring=1" ;;
+    esac
+}
+
 pick_accel() {
     case "$LAB_ACCEL" in
         kvm | tcg) echo "$LAB_ACCEL" ;;
@@ -478,7 +605,7 @@ boot() {
     local q=(qemu-system-x86_64 -nodefaults -no-user-config -no-reboot -display none
         -accel "$accel" -cpu "$cpu" -smp "$LAB_SMP" -m "$LAB_MEM"
         -kernel "$BOOT_KERNEL" -initrd "$INITRD"
-        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off ${LAB_KARGS-tsc=reliable}"
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off $(kernel_args) ${LAB_KARGS-tsc=reliable}"
         -chardev "stdio,id=con,signal=on,logfile=$LOG" -serial chardev:con
         -virtfs "local,path=$CTL,mount_tag=ctl,security_model=none,id=ctl"
         -virtfs "local,path=$LAB_SHARE,mount_tag=host,security_model=none,id=host,multidevs=remap"
@@ -608,9 +735,9 @@ cmd_info() { # read-only: builds nothing
     local kpkg kver key
     kpkg=$(kernel_pkg); kver=${kpkg#linux-image-}; key=$(rootfs_key)
     echo "cache:     $LAB_CACHE ($(du -sh "$LAB_CACHE" 2>/dev/null | cut -f1))"
-    echo "kernel:    $kpkg: $([ -e "$LAB_CACHE/kernel-$kver/.done" ] && echo "$LAB_CACHE/kernel-$kver" || echo 'not built')"
+    echo "kernel:    LAB_KERNEL=$LAB_KERNEL, $kpkg: $([ -e "$KCACHE/kernel-$kver/.done" ] && echo "$KCACHE/kernel-$kver ($(du -sh "$KCACHE/kernel-$kver" | cut -f1))" || echo 'not built')"
     echo "rootfs:    $([ -e "$LAB_CACHE/rootfs-$SUITE-$key/.done" ] && echo "$LAB_CACHE/rootfs-$SUITE-$key" || echo 'not built')"
-    echo "initramfs: $(ls "$LAB_CACHE"/initramfs-"$kver"-*.cpio 2>/dev/null || echo 'not built')"
+    echo "initramfs: $(ls "$KCACHE"/initramfs-"$kver"-*.cpio 2>/dev/null || echo 'not built')"
     echo "accel:     $(pick_accel)"
 }
 
@@ -634,5 +761,5 @@ case "${1:-}" in
     image) cmd_deps; cmd_image ;;
     info) cmd_info ;;
     available) cmd_available ;;
-    *) sed -n '2,52p' "$0"; exit $EXIT_USAGE ;;
+    *) sed -n '2,63p' "$0"; exit $EXIT_USAGE ;;
 esac

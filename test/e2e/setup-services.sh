@@ -75,12 +75,28 @@ load_modules() {
     fi
     local m
     for m in "${need[@]}"; do
+        builtin_module "$m" && continue
         [ -d "/sys/module/$m" ] || die "kernel module $m is not loaded and cannot be loaded here (in a container: -v /lib/modules:/lib/modules:ro, or modprobe $m on the host)"
     done
     make_dev_nodes
     [ -c /dev/fuse ] || die "/dev/fuse missing"
     [ -e /dev/infiniband/rdma_cm ] || die "/dev/infiniband/rdma_cm missing (rdma_ucm; in a container: --privileged)"
-    log "kernel modules loaded"
+    log "kernel modules loaded (kernel $(uname -r)$(fuse_uring))"
+}
+
+# builtin_module NAME: NAME is built into the running kernel. /sys/module/NAME exists for
+# a built-in module only when it has parameters: Debian 13's kernels build fuse in, and
+# which of the others are built in differs between kernels
+builtin_module() {
+    grep -q "/$1\.ko\(\.[a-z]*\)\?\$" "/lib/modules/$(uname -r)/modules.builtin" 2>/dev/null
+}
+
+# whether FUSE can serve over io_uring here (Linux 6.14 and later, CONFIG_FUSE_IO_URING;
+# the fuse.enable_uring parameter turns it on, the lab's current kernel boots with it)
+fuse_uring() {
+    local p=/sys/module/fuse/parameters/enable_uring
+    [ -r "$p" ] || return 0
+    case "$(cat "$p")" in Y | 1) echo ", FUSE over io_uring enabled" ;; *) echo ", FUSE over io_uring available (fuse.enable_uring=N)" ;; esac
 }
 
 # A container's /dev is a copy made when it started: the nodes of devices that appeared
