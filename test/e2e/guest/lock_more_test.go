@@ -2,6 +2,7 @@ package guest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -585,7 +586,10 @@ func TestLockKernelClientOnRdmafsServe(t *testing.T) {
 		}
 	})
 	for i := 0; ; i++ {
-		if exec.Command("rpcinfo", "-p", lockNetServe).Run() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := exec.CommandContext(ctx, "rpcinfo", "-p", lockNetServe).Run()
+		cancel()
+		if err == nil {
 			break
 		}
 		if i == 100 {
