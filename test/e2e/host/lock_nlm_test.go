@@ -271,28 +271,7 @@ func TestLockFUSEFcntl(t *testing.T) {
 	if lk.Type != syscall.F_WRLCK || lk.Start != 10 || lk.Len != 20 {
 		t.Errorf("F_GETLK = type %d at %d, %d bytes; want the write lock (type %d) at 10, 20 bytes", lk.Type, lk.Start, lk.Len, syscall.F_WRLCK)
 	}
-	done := make(chan error, 1)
-	go func() { done <- setlk(fb, syscall.F_SETLKW, syscall.F_WRLCK, 0, 0) }()
-	select {
-	case err := <-done:
-		t.Fatalf("F_SETLKW returned (%v) while the other mount held the lock", err)
-	case <-time.After(1500 * time.Millisecond):
-	}
-	released := time.Now()
-	if err := setlk(fa, syscall.F_SETLK, syscall.F_UNLCK, 0, 0); err != nil {
-		t.Fatalf("unlock: %v", err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("F_SETLKW: %v", err)
-		}
-		if d := time.Since(released); d > 1500*time.Millisecond {
-			t.Errorf("F_SETLKW got the lock %v after its release, want about a second at most", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("F_SETLKW still blocked 10 s after the release")
-	}
+	grantedAfterRelease(t, fa, fb, 1500*time.Millisecond, 1500*time.Millisecond, 10*time.Second)
 	fb.Close()
 	if held := srv.held(); len(held) != 0 {
 		t.Errorf("after close(2) the server still holds %+v", held)

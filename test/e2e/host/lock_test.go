@@ -84,28 +84,7 @@ func TestLockFcntlBetweenClients(t *testing.T) {
 		t.Errorf("F_GETLK on the second mount = type %d, start %d, len %d; want the write lock (type %d) at 10, 20 bytes",
 			lk.Type, lk.Start, lk.Len, syscall.F_WRLCK)
 	}
-	done := make(chan error, 1)
-	go func() { done <- setlk(fb, syscall.F_SETLKW, syscall.F_WRLCK, 0, 0) }()
-	select {
-	case err := <-done:
-		t.Fatalf("F_SETLKW returned (%v) while the other client held the lock", err)
-	case <-time.After(time.Second):
-	}
-	released := time.Now()
-	if err := setlk(fa, syscall.F_SETLK, syscall.F_UNLCK, 0, 0); err != nil {
-		t.Fatalf("unlock: %v", err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("F_SETLKW: %v", err)
-		}
-		if d := time.Since(released); d > 3*time.Second {
-			t.Errorf("F_SETLKW got the lock %v after its release, want about a second at most", d)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("F_SETLKW still blocked 30 s after the release")
-	}
+	grantedAfterRelease(t, fa, fb, time.Second, 3*time.Second, 30*time.Second)
 	// Closing the file releases the lock: the first mount can take it.
 	fb.Close()
 	if err := setlk(fa, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
@@ -133,5 +112,35 @@ func TestLockFlockBetweenClients(t *testing.T) {
 	}
 	if err := syscall.Flock(int(fb.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Errorf("flock on the second mount after the release: %v", err)
+	}
+}
+
+// grantedAfterRelease starts an F_SETLKW of the whole file through waiter
+// while holder holds a lock on it, checks that it still waits after
+// blocked, releases holder's lock, and checks that the waiter is granted
+// within grant of the release (and fails after giveUp).
+func grantedAfterRelease(t *testing.T, holder, waiter *os.File, blocked, grant, giveUp time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- setlk(waiter, syscall.F_SETLKW, syscall.F_WRLCK, 0, 0) }()
+	select {
+	case err := <-done:
+		t.Fatalf("F_SETLKW returned (%v) while the other mount held the lock", err)
+	case <-time.After(blocked):
+	}
+	released := time.Now()
+	if err := setlk(holder, syscall.F_SETLK, syscall.F_UNLCK, 0, 0); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("F_SETLKW: %v", err)
+		}
+		if d := time.Since(released); d > grant {
+			t.Errorf("F_SETLKW got the lock %v after its release, want about a second at most", d)
+		}
+	case <-time.After(giveUp):
+		t.Fatalf("F_SETLKW still blocked %v after the release", giveUp)
 	}
 }
