@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -115,27 +114,6 @@ type countingFS struct {
 }
 
 var _ fuse.RawFileSystem = (*countingFS)(nil)
-
-// Mount mounts the file system on dir and serves it in the background, as
-// gofs.Mount does, with the kernel's requests counted for WriteStats.
-func (f *FS) Mount(dir string, opts *gofs.Options) (*fuse.Server, error) {
-	raw := &countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), ev: &f.events, locking: f.cfg.Locks != nil}
-	server, devFD, err := newServer(raw, dir, &opts.MountOptions)
-	if err != nil {
-		return nil, err
-	}
-	// INIT is done: the queues go up before anything (WaitMount's
-	// first request) waits for them.
-	if ch := f.startIOURing(server, raw, &opts.MountOptions, devFD); ch != nil {
-		ch.ServeDev() // in place of server.Serve: fusechannel.go
-	} else {
-		go server.Serve()
-	}
-	if err := server.WaitMount(); err != nil {
-		return nil, err
-	}
-	return server, nil
-}
 
 func (c *countingFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	c.ev.inc(evVFSLookup)

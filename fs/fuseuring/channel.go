@@ -8,25 +8,21 @@
 // The ring's requests go to a fuse.ProtocolServer over the same raw file
 // system, go-fuse's transport-independent entry point, and so does what
 // the kernel still sends on /dev/fuse (interrupts, FORGETs, the requests
-// before every queue is registered, notification replies): one protocol
-// server knows every request in flight, as an INTERRUPT needs.
+// before every queue is registered, notification replies), read by
+// fs/fusedev's loop: one protocol server knows every request in flight,
+// as an INTERRUPT needs.
 //
 //	ring.go     io_uring: setup, the mapped rings, submission, reaping
 //	worker.go   a worker: one ring entry of a CPU's queue, its buffers,
 //	            and the thread that answers its requests
-//	channel.go  the queues of one mount: start, bootstrap of the
-//	            protocol server, teardown
-//	dev.go      /dev/fuse read with the same protocol server, so that
-//	            interrupts reach the requests of the queues
+//	channel.go  the queues of one mount: start, teardown
 package fuseuring
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -52,11 +48,9 @@ const DefaultQueueDepth = 16
 type Config struct {
 	// DevFD is the mount's /dev/fuse descriptor. Start duplicates it.
 	DevFD int
-	// Server answers the requests; Start initializes it with Init.
+	// Server answers the requests; it must be set up with
+	// fusedev.Initialize.
 	Server *fuse.ProtocolServer
-	// Init is the kernel's INIT request, as fuse.Server.KernelSettings
-	// returns it.
-	Init *fuse.InitIn
 	// MaxWrite and MaxPages size the payload buffers as the kernel
 	// requires (the largest WRITE, the largest READ).
 	MaxWrite, MaxPages int
@@ -73,9 +67,6 @@ type Channel struct {
 	logf    func(format string, args ...any)
 	workers []*worker
 	once    sync.Once
-
-	payloadSize int            // of an entry's buffer: the largest request or reply
-	devWG       sync.WaitGroup // ServeDev's readers
 }
 
 // Start sets up a queue per possible CPU, as the kernel requires before
@@ -95,9 +86,6 @@ func Start(cfg Config) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := initialize(cfg.Server, cfg.Init); err != nil {
-		return nil, err
-	}
 	fd, err := unix.Dup(cfg.DevFD)
 	if err != nil {
 		return nil, fmt.Errorf("fuseuring: dup /dev/fuse: %w", err)
@@ -111,7 +99,6 @@ func Start(cfg Config) (*Channel, error) {
 	pageSize := os.Getpagesize()
 	payload := max(8192, cfg.MaxWrite, cfg.MaxPages*pageSize)
 	payload = (payload + pageSize - 1) / pageSize * pageSize
-	c.payloadSize = payload
 	// The kernel makes a queue for every CPU that may come online
 	// (num_possible_cpus) and switches to the ring only when each has an
 	// entry; requests go to the queue of the CPU their caller runs on.
@@ -146,14 +133,9 @@ func Start(cfg Config) (*Channel, error) {
 
 // Close stops the queues, waits for the requests being answered, and
 // frees the rings and buffers. At unmount the kernel has ended every
-// entry already; Close is then only the cleanup. With ServeDev, Close
-// waits for the mount to be gone first.
+// entry already; Close is then only the cleanup.
 func (c *Channel) Close() {
 	c.once.Do(func() {
-		// The /dev/fuse readers end when the mount does; the
-		// descriptor they read is closed only after, lest a read
-		// find its number given to another file.
-		c.WaitDev()
 		for _, w := range c.workers {
 			w.stop()
 		}
@@ -165,27 +147,4 @@ func (c *Channel) Close() {
 		}
 		unix.Close(c.devFD)
 	})
-}
-
-// initialize answers a copy of the kernel's INIT with the protocol
-// server, which sets it up as fuse.Server was (the protocol version and
-// the flags negotiated): the ring never carries INIT.
-func initialize(ps *fuse.ProtocolServer, init *fuse.InitIn) error {
-	const opInit = 26 // FUSE_INIT
-	// fuse.InitIn is the whole request, its header included.
-	in := make([]byte, unsafe.Sizeof(*init))
-	copy(in, unsafe.Slice((*byte)(unsafe.Pointer(init)), len(in)))
-	le := binary.LittleEndian
-	le.PutUint32(in[0:], uint32(len(in)))
-	le.PutUint32(in[4:], opInit)
-	le.PutUint64(in[8:], 1) // unique
-	out := make([]byte, 4096)
-	n, status := ps.HandleRequest([][]byte{in}, [][]byte{out})
-	if !status.Ok() || n < outHeaderSize {
-		return fmt.Errorf("fuseuring: INIT for the protocol server: %v", status)
-	}
-	if errno := int32(le.Uint32(out[4:])); errno != 0 {
-		return fmt.Errorf("fuseuring: INIT for the protocol server: %v", unix.Errno(-errno))
-	}
-	return nil
 }

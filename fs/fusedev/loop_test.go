@@ -1,0 +1,133 @@
+package fusedev
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// testRoot is a directory with one file, "data", that holds content.
+type testRoot struct {
+	gofs.Inode
+	content []byte
+}
+
+var _ = (gofs.NodeOnAdder)((*testRoot)(nil))
+
+func (r *testRoot) OnAdd(ctx context.Context) {
+	f := r.NewPersistentInode(ctx, &gofs.MemRegularFile{Data: r.content, Attr: fuse.Attr{Mode: 0o444}}, gofs.StableAttr{})
+	r.AddChild("data", f, false)
+}
+
+// devFDs returns the process's descriptors open on /dev/fuse.
+func devFDs(t *testing.T) map[int]bool {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := map[int]bool{}
+	for _, e := range ents {
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target == "/dev/fuse" {
+			n, _ := strconv.Atoi(e.Name())
+			fds[n] = true
+		}
+	}
+	return fds
+}
+
+func countReaders() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "fusedev.(*Loop).read(")
+}
+
+// TestLoopServesAndEnds: a mount served by the loop answers lookups and
+// READs larger than every other reply (the data comes through whole),
+// keeps Readers readers, and the readers end at unmount.
+func TestLoopServesAndEnds(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		t.Fatalf("needs root and /dev/fuse (%v)", err)
+	}
+	content := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB
+	mnt := t.TempDir()
+	opts := &gofs.Options{}
+	opts.MaxWrite = 128 << 10
+	opts.DisableSplice = true
+	raw := gofs.NewNodeFS(&testRoot{content: content}, opts)
+	before := devFDs(t)
+	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devFD := -1
+	for fd := range devFDs(t) {
+		if !before[fd] {
+			devFD = fd
+		}
+	}
+	if devFD < 0 {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatal("no new /dev/fuse descriptor after the mount")
+	}
+	ps := fuse.NewProtocolServer(raw, &opts.MountOptions)
+	if err := Initialize(ps, server.KernelSettings()); err != nil {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatal(err)
+	}
+	const readers = 3
+	loop, err := Serve(Config{DevFD: devFD, Server: ps, Readers: readers, MaxWrite: opts.MaxWrite, MaxRead: 128 << 10})
+	if err != nil {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatal(err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			syscall.Unmount(mnt, unix.MNT_DETACH)
+		}
+		loop.Close()
+	})
+	if err := server.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err := os.OpenFile(filepath.Join(mnt, "data"), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(content))
+	n, err := f.ReadAt(got, 0)
+	f.Close()
+	if err != nil || n != len(content) || !bytes.Equal(got, content) {
+		t.Fatalf("read %d of %d bytes (%v); equal: %v", n, len(content), err, bytes.Equal(got[:n], content[:n]))
+	}
+	if n := countReaders(); n != readers {
+		t.Errorf("%d readers, want %d", n, readers)
+	}
+
+	if err := syscall.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	ended := make(chan struct{})
+	go func() { loop.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("readers still running 10 s after the unmount")
+	}
+	if n := countReaders(); n != 0 {
+		t.Errorf("%d readers after the unmount", n)
+	}
+}
