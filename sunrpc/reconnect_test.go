@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -57,5 +58,42 @@ func TestSoftCallAfterServerReturnsConnectsAtOnce(t *testing.T) {
 	}
 	if took > time.Second {
 		t.Errorf("server back (backoff %v to go): call took %v, want under 1 s", backoff, took)
+	}
+}
+
+// TestTCPRebindWhenServerMoves: a server that comes back on another port
+// (a lock manager restarted, its port its portmapper's choice) is found
+// again: the connect to the old port fails, Rebind names the new one, and
+// the call is answered there.
+func TestTCPRebindWhenServerMoves(t *testing.T) {
+	reply := func(c *serverCall) []byte { return acceptedReply(c.xid, nil) }
+	s := newTestServer(t, reply)
+	var current atomic.Pointer[string]
+	old := s.addr()
+	current.Store(&old)
+	var rebinds atomic.Int32
+	tr := NewTCP(TCPConfig{Addr: old, Rebind: func(context.Context) (string, error) {
+		rebinds.Add(1)
+		return *current.Load(), nil
+	}})
+	c := NewClient(tr, Config{Prog: 100021, Vers: 4, Timeout: time.Second, Retrans: 2, Soft: true})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if _, err := echo(ctx, c, 1, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	s.close()
+	moved := newTestServer(t, reply)
+	now := moved.addr()
+	current.Store(&now)
+	if _, err := echo(ctx, c, 1, nil, nil); err != nil {
+		t.Fatalf("server moved from %s to %s: %v", old, now, err)
+	}
+	if tr.Addr() != now {
+		t.Errorf("transport's address %s after the move, want %s", tr.Addr(), now)
+	}
+	if rebinds.Load() == 0 {
+		t.Error("Rebind never asked")
 	}
 }

@@ -34,6 +34,12 @@ type TCPConfig struct {
 	IdleTimeout time.Duration
 	// Logf, if set, receives connection events.
 	Logf func(format string, args ...any)
+	// Rebind, if set, is asked for the server's address again when a
+	// connection cannot be made (as the kernel's autobind asks rpcbind
+	// again): a service whose port is its portmapper's choice, such as a
+	// lock manager, may come back on another port after a restart. Its
+	// answer replaces Addr.
+	Rebind func(ctx context.Context) (string, error)
 }
 
 // Reconnect backoff: the first attempt after a lost connection is
@@ -48,6 +54,7 @@ const (
 // TCP is the record-marking transport of RFC 5531 section 11 over TCP.
 type TCP struct {
 	cfg     TCPConfig
+	addr    atomic.Pointer[string] // cfg.Addr, or Rebind's last answer
 	slots   chan struct{}
 	conns   Redialer[*tcpConn]
 	stats   XprtCounters
@@ -67,6 +74,7 @@ func NewTCP(cfg TCPConfig) *TCP {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
 	t := &TCP{cfg: cfg, slots: make(chan struct{}, cfg.MaxCalls)}
+	t.addr.Store(&cfg.Addr)
 	t.conns = Redialer[*tcpConn]{MinBackoff: minBackoff, MaxBackoff: maxBackoff,
 		Dial: t.dial, Alive: (*tcpConn).alive, Hangup: func(c *tcpConn) { c.fail(ErrClosed) },
 		// A caller waiting out the backoff dials as soon as the server
@@ -81,13 +89,17 @@ func NewTCP(cfg TCPConfig) *TCP {
 // linger in TIME_WAIT.
 func (t *TCP) probe(ctx context.Context) bool {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", t.cfg.Addr)
+	nc, err := d.DialContext(ctx, "tcp", t.Addr())
 	if err != nil {
 		return false
 	}
 	_ = nc.Close()
 	return true
 }
+
+// Addr returns the server's address: TCPConfig.Addr, or where Rebind
+// last said the server is.
+func (t *TCP) Addr() string { return *t.addr.Load() }
 
 // RoundTrip implements Transport.
 func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
@@ -103,14 +115,14 @@ func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 		return err
 	}
 	if conn.register(call) != nil {
-		return fmt.Errorf("%w: %s: %v", ErrDisconnected, t.cfg.Addr, conn.cause())
+		return fmt.Errorf("%w: %s: %v", ErrDisconnected, t.Addr(), conn.cause())
 	}
 	t.stats.Sent()
 	call.SentAt = time.Now()
 	if err := conn.send(call, deadline); err != nil {
 		conn.forget(call)
 		t.drop(conn, err)
-		return fmt.Errorf("%w: %s: send: %v", ErrDisconnected, t.cfg.Addr, err)
+		return fmt.Errorf("%w: %s: send: %v", ErrDisconnected, t.Addr(), err)
 	}
 	err = conn.calls.Wait(ctx, call)
 	if err == nil {
@@ -121,7 +133,7 @@ func (t *TCP) RoundTrip(ctx context.Context, call *Call) error {
 		t.drop(conn, ErrTimeout)
 	}
 	if errors.Is(err, ErrDisconnected) {
-		return fmt.Errorf("%w: %s: %v", ErrDisconnected, t.cfg.Addr, conn.cause())
+		return fmt.Errorf("%w: %s: %v", ErrDisconnected, t.Addr(), conn.cause())
 	}
 	return err
 }
@@ -180,28 +192,39 @@ func sleepUntil(ctx context.Context, deadline time.Time, ch <-chan struct{}) err
 func (t *TCP) dial(ctx context.Context) (*tcpConn, error) {
 	start := time.Now()
 	defer func() { t.stats.ConnectTime.Add(int64(time.Since(start))) }()
-	nc, err := t.dialSocket(ctx)
+	addr := t.Addr()
+	nc, err := t.dialSocket(ctx, addr)
+	if err != nil && t.cfg.Rebind != nil && ctx.Err() == nil {
+		if a, rerr := t.cfg.Rebind(ctx); rerr == nil && a != addr {
+			if t.cfg.Logf != nil {
+				t.cfg.Logf("sunrpc: %s: cannot connect (%v); the server's portmapper now says %s", addr, plainNetError(err), a)
+			}
+			t.addr.Store(&a)
+			addr = a
+			nc, err = t.dialSocket(ctx, addr)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w to %s: %w", ErrConnect, t.cfg.Addr, plainNetError(err))
+		return nil, fmt.Errorf("%w to %s: %w", ErrConnect, addr, plainNetError(err))
 	}
 	t.stats.ConnectCount.Add(1)
 	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {
 		t.srcPort.Store(int64(a.Port))
 	}
-	c := newTCPConn(nc, t.cfg)
+	c := newTCPConn(nc, t.cfg, addr)
 	go c.readLoop(t)
 	return c, nil
 }
 
-// dialSocket connects, from a reserved port if configured.
-func (t *TCP) dialSocket(ctx context.Context) (net.Conn, error) {
+// dialSocket connects to addr, from a reserved port if configured.
+func (t *TCP) dialSocket(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	if !t.cfg.ReservedPort {
 		t.stats.BindCount.Add(1)
-		return d.DialContext(ctx, "tcp", t.cfg.Addr)
+		return d.DialContext(ctx, "tcp", addr)
 	}
 	const lo, hi = 665, 1023
 	first := lo + rand.IntN(hi-lo+1)
@@ -210,7 +233,7 @@ func (t *TCP) dialSocket(ctx context.Context) (net.Conn, error) {
 		port := lo + (first-lo+i)%(hi-lo+1)
 		d.LocalAddr = &net.TCPAddr{Port: port}
 		t.stats.BindCount.Add(1)
-		nc, err := d.DialContext(ctx, "tcp", t.cfg.Addr)
+		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			return nc, nil
 		}
@@ -259,8 +282,9 @@ func (t *TCP) Close() error {
 
 // tcpConn is one TCP connection and the calls waiting for replies on it.
 type tcpConn struct {
-	nc  net.Conn
-	cfg TCPConfig
+	nc   net.Conn
+	cfg  TCPConfig
+	addr string // the server's, as dialled
 
 	wmu sync.Mutex
 	iov [5][]byte
@@ -271,11 +295,11 @@ type tcpConn struct {
 	replied atomic.Bool // a reply has arrived on this connection
 }
 
-func newTCPConn(nc net.Conn, cfg TCPConfig) *tcpConn {
+func newTCPConn(nc net.Conn, cfg TCPConfig, addr string) *tcpConn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &tcpConn{nc: nc, cfg: cfg, calls: NewPending[struct{}](ForgetAbandoned)}
+	c := &tcpConn{nc: nc, cfg: cfg, addr: addr, calls: NewPending[struct{}](ForgetAbandoned)}
 	c.idle = time.AfterFunc(cfg.IdleTimeout, c.closeIfIdle)
 	return c
 }
@@ -316,7 +340,7 @@ func (c *tcpConn) fail(err error) {
 	c.idle.Stop()
 	_ = c.nc.Close()
 	if c.cfg.Logf != nil && !errors.Is(err, ErrClosed) {
-		c.cfg.Logf("sunrpc: %s: connection closed: %v", c.cfg.Addr, err)
+		c.cfg.Logf("sunrpc: %s: connection closed: %v", c.addr, err)
 	}
 }
 

@@ -85,12 +85,25 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.CallerName == "" {
 		cfg.CallerName, _ = os.Hostname()
 	}
-	t := sunrpc.NewTCP(sunrpc.TCPConfig{
+	tc := sunrpc.TCPConfig{
 		Addr:         net.JoinHostPort(cfg.Dial.Host, strconv.Itoa(port)),
 		ReservedPort: cfg.Dial.ReservedPort,
 		MaxRecord:    64 << 10,
 		Logf:         cfg.Logf,
-	})
+	}
+	if cfg.Port == 0 {
+		// A restarted lockd may listen on another port: ask the
+		// server's portmapper again when the old one refuses, as the
+		// kernel's client does.
+		tc.Rebind = func(ctx context.Context) (string, error) {
+			port, err := nfs3.GetPort(ctx, cfg.Dial, nlm.Program, nlm.Version)
+			if err != nil {
+				return "", err
+			}
+			return net.JoinHostPort(cfg.Dial.Host, strconv.Itoa(port)), nil
+		}
+	}
+	t := sunrpc.NewTCP(tc)
 	timeout := cfg.Dial.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
