@@ -14,7 +14,9 @@
 //     module's enable_uring, which the benchmark turns on for this mount
 //     only and puts back), an rdmafs mount over TCP that takes its FUSE
 //     requests through io_uring; rdmafs-tcp and rdmafs-soft use /dev/fuse
-//     (noio_uring).
+//     (noio_uring);
+//   - rdmafs-tcp-baseline: with -baseline BIN, the same mount as rdmafs-tcp
+//     made by another build of rdmafs, to measure a change in one run.
 //
 // It prints one table with each figure, the ratios of each rdmafs mount to
 // the loopback and to libnfs, and whether the sequential rows meet issue
@@ -60,6 +62,7 @@ var (
 	profile   = flag.Bool("profile", false, "write CPU profiles of the rdmafs clients and server into the work directory")
 	mountOpts = flag.String("o", "", "extra rdmafs mount options")
 	outDir    = flag.String("out", "bench/out", "directory for hostbench.csv and hostbench.svg")
+	baseline  = flag.String("baseline", "", "an rdmafs binary of another build (an earlier commit's) to mount over TCP next to this one's, with a table of the two")
 )
 
 // client is one rdmafs mount of the export.
@@ -218,10 +221,15 @@ func main() {
 		}
 		fmt.Println()
 	}
-	if len(b.clients) > 2 {
-		printChannelTable(rows, phases, b.clients[0].mnt, b.clients[2].mnt)
+	if u := b.client("rdmafs-tcp-uring"); u >= 0 {
+		printPairTable(rows, phases, "FUSE channel over TCP: io_uring against /dev/fuse (targets: io_uring >= 1.3x on small operations, >= 1.0x sequential)",
+			[2]string{"/dev/fuse", "io_uring"}, b.clients[0].mnt, 0, b.clients[u].mnt, u, true)
 	} else {
 		fmt.Printf("\nio_uring vs /dev/fuse: not measured, the kernel has no FUSE over io_uring (%s)\n", enableURing)
+	}
+	if base := b.client("rdmafs-tcp-baseline"); base >= 0 {
+		printPairTable(rows, phases, fmt.Sprintf("rdmafs over TCP: this build against %s", *baseline),
+			[2]string{"baseline", "this"}, b.clients[base].mnt, base, b.clients[0].mnt, 0, false)
 	}
 	t := &chart.Table{
 		Title:   fmt.Sprintf("make bench: rdmafs over TCP and soft RDMA, libnfs and a FUSE loopback (%d MiB file, %s)", *sizeMiB, time.Now().Format("2006-01-02")),
@@ -242,37 +250,51 @@ func main() {
 	fmt.Printf("\ntable: %s, chart: %s\n", csvPath, svgPath)
 }
 
-// printChannelTable prints rdmafs over TCP through io_uring (uringMnt)
-// against through /dev/fuse (devMnt), with issue 22's targets.
-func printChannelTable(rows []row, phases map[string][3]float64, devMnt, uringMnt string) {
-	fmt.Printf("\nFUSE channel over TCP: io_uring against /dev/fuse (targets: io_uring >= 1.3x on small operations, >= 1.0x sequential)\n\n")
-	fmt.Printf("| %-32s | %9s | %9s | %-7s | %11s | %-6s |\n", "workload", "/dev/fuse", "io_uring", "unit", "uring/dev", "target")
+// printPairTable prints client bi (on mnt b) against client ai (on mnt
+// a): each row's figures and their ratio b/a, and with targets, issue
+// 22's (at least 1.3 on small operations, 1.0 on sequential ones).
+func printPairTable(rows []row, phases map[string][3]float64, title string, names [2]string, aMnt string, ai int, bMnt string, bi int, targets bool) {
+	fmt.Printf("\n%s\n\n", title)
+	fmt.Printf("| %-32s | %9s | %9s | %-7s | %11s | %-6s |\n", "workload", names[0], names[1], "unit", "ratio", "target")
 	fmt.Printf("|%s|%s:|%s:|%s|%s:|%s|\n", dashes(34), dashes(10), dashes(10), dashes(9), dashes(12), dashes(8))
-	line := func(name, unit string, dev, uring, want float64) {
-		met := "no"
-		if dev > 0 && uring/dev >= want {
-			met = "yes"
+	line := func(name, unit string, a, b, want float64) {
+		met := "-"
+		if targets {
+			met = "no"
+			if a > 0 && b/a >= want {
+				met = "yes"
+			}
 		}
 		ratio := 0.0
-		if dev > 0 {
-			ratio = uring / dev
+		if a > 0 {
+			ratio = b / a
 		}
-		fmt.Printf("| %-32s | %9.0f | %9.0f | %-7s | %11.2f | %-6s |\n", name, dev, uring, unit, ratio, met)
+		fmt.Printf("| %-32s | %9.0f | %9.0f | %-7s | %11.2f | %-6s |\n", name, a, b, unit, ratio, met)
 	}
 	for _, r := range rows {
-		if len(r.rdmafs) < 3 || strings.HasPrefix(r.name, "create+stat+unlink") {
+		if len(r.rdmafs) <= max(ai, bi) || strings.HasPrefix(r.name, "create+stat+unlink") {
 			continue
 		}
 		want := 1.3
 		if r.seq {
 			want = 1.0
 		}
-		line(r.name, r.unit, r.rdmafs[0], r.rdmafs[2], want)
+		line(r.name, r.unit, r.rdmafs[ai], r.rdmafs[bi], want)
 	}
-	dev, uring := phases[devMnt], phases[uringMnt]
+	pa, pb := phases[aMnt], phases[bMnt]
 	for i, op := range []string{"create", "stat", "unlink"} {
-		line(op, "files/s", dev[i], uring[i], 1.3)
+		line(op, "files/s", pa[i], pb[i], 1.3)
 	}
+}
+
+// client returns the index of the client named name, or -1.
+func (b *bench) client(name string) int {
+	for i, c := range b.clients {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // enableURing is the fuse module's switch for FUSE over io_uring.
@@ -357,15 +379,19 @@ func (b *bench) setup() {
 		fatal("rdmafs serve did not start")
 	}
 
-	mounts := []struct{ name, opts string }{
-		{"rdmafs-tcp", fmt.Sprintf("noio_uring,port=%d,mountport=%d", b.port, b.port)},
-		{"rdmafs-soft", fmt.Sprintf("noio_uring,proto=rdma,provider=soft,port=%d,mountport=%d", b.rdmaPort, b.port)},
+	rdmafs := filepath.Join(b.bin, "rdmafs")
+	mounts := []struct{ name, opts, bin string }{
+		{"rdmafs-tcp", fmt.Sprintf("noio_uring,port=%d,mountport=%d", b.port, b.port), rdmafs},
+		{"rdmafs-soft", fmt.Sprintf("noio_uring,proto=rdma,provider=soft,port=%d,mountport=%d", b.rdmaPort, b.port), rdmafs},
 	}
 	// The io_uring mount: the kernel offers FUSE over io_uring to mounts
 	// made while enable_uring is Y, and a mount keeps what it negotiated.
 	oldURing, uringErr := os.ReadFile(enableURing)
 	if uringErr == nil {
-		mounts = append(mounts, struct{ name, opts string }{"rdmafs-tcp-uring", fmt.Sprintf("io_uring,port=%d,mountport=%d", b.port, b.port)})
+		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-uring", fmt.Sprintf("io_uring,port=%d,mountport=%d", b.port, b.port), rdmafs})
+	}
+	if *baseline != "" {
+		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-baseline", mounts[0].opts, *baseline})
 	}
 	for _, c := range mounts {
 		mnt := filepath.Join(b.dir, c.name)
@@ -374,7 +400,7 @@ func (b *bench) setup() {
 		if *mountOpts != "" {
 			opts += "," + *mountOpts
 		}
-		mount := exec.Command(filepath.Join(b.bin, "rdmafs"), "-o", opts, "127.0.0.1:/", mnt)
+		mount := exec.Command(c.bin, "-o", opts, "127.0.0.1:/", mnt)
 		if *profile {
 			mount.Env = append(os.Environ(), "RDMAFS_CPUPROFILE="+filepath.Join(b.dir, "cpu-"+c.name))
 		}
