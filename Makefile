@@ -9,7 +9,8 @@
 #   make e2e         end-to-end tests in a qemu guest with SoftRoCE and knfsd (root; test/e2e/README.md)
 #   make e2e-current the same tests on the newest kernel of Debian's trixie-backports (Linux 7.x)
 #                    instead of Debian 12's 6.1 (LAB_KERNEL=current)
-#   make e2e-soak    the differential test (40 random scripts) and the exerciser (40000 operations)
+#   make e2e-soak    the differential test (40 random scripts), the exerciser (40000 operations),
+#                    the lock model (1000 steps, new seed) and SQLite (2 × 500 transactions)
 #                    in the guest, longer than CI runs them
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
 #   make bench-verbs the verbs layer: the soft provider here, then ibverbs next to perftest on
@@ -96,11 +97,12 @@ e2e:
 e2e-current:
 	LAB_KERNEL=current test/e2e/lab.sh e2e $(E2E_FLAGS)
 
-# the differential test and the exerciser at length, in one guest boot (not in CI)
+# the differential test, the exerciser and the lock model and SQLite tests at length, in one guest boot (not in CI)
 e2e-soak:
 	RDMAFS_DIFF_SEED=$${RDMAFS_DIFF_SEED:-random} RDMAFS_DIFF_SCRIPTS=$${RDMAFS_DIFF_SCRIPTS:-40} RDMAFS_EXERCISER_OPS=$${RDMAFS_EXERCISER_OPS:-40000} \
+	RDMAFS_LOCK_MODEL_SEED=$${RDMAFS_LOCK_MODEL_SEED:-random} RDMAFS_LOCK_MODEL_OPS=$${RDMAFS_LOCK_MODEL_OPS:-1000} RDMAFS_LOCK_SQLITE_TXNS=$${RDMAFS_LOCK_SQLITE_TXNS:-500} \
 	LAB_TEST_TIMEOUT=$${LAB_TEST_TIMEOUT:-100m} LAB_TIMEOUT=$${LAB_TIMEOUT:-7200} \
-		test/e2e/lab.sh e2e -test.run 'TestDifferential|TestExerciserKnfsd'
+		test/e2e/lab.sh e2e -test.run 'TestDifferential|TestExerciserKnfsd|TestLockModel|TestLockSQLite'
 
 bench-e2e:
 	test/e2e/lab.sh bench $(BENCH_FLAGS)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,39 @@ const lockHelperEnv = "RDMAFS_LOCK_HELPER"
 // grantWithin is how long a blocked rdmafs F_SETLKW may take after the
 // release: rdmafs's poll (at most a second) and the calls.
 const grantWithin = 5 * time.Second
+
+// lockLab is lab for a test of locks against knfsd's lockd. knfsd grants
+// no new lock in its grace period, the 90 s after it starts, which is
+// when the guest boots: the first lock test to run waits it out here,
+// once, instead of in its first lock call (the kernel client retries
+// a lock denied for the grace period until it ends).
+func lockLab(t *testing.T) labEnv {
+	t.Helper()
+	e := lab(t)
+	graceOver.Do(func() {
+		// A subtest, so that its kernel mount is gone when it ends.
+		t.Run("knfsd grace period", func(t *testing.T) {
+			name := lockFile(t, e, "lock-grace", "data")
+			f := openLocked(t, mountKernel(t, e, "tcp"), name)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- fcntlLock(f, syscall.F_SETLK, syscall.F_WRLCK, 0, 0) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("kernel client F_SETLK of a file nobody locks: %v", err)
+				}
+			case <-time.After(150 * time.Second):
+				t.Fatal("kernel client F_SETLK of a file nobody locks: still waiting after 150 s (knfsd's grace period is 90 s)")
+			}
+			t.Logf("knfsd's lockd grants locks (waited %v for its grace period to end)", time.Since(start).Round(time.Millisecond))
+			fcntlLock(f, syscall.F_SETLK, syscall.F_UNLCK, 0, 0)
+		})
+	})
+	return e
+}
+
+var graceOver sync.Once
 
 func lockFile(t *testing.T, e labEnv, name, content string) string {
 	t.Helper()
@@ -104,7 +138,7 @@ func contend(t *testing.T, holder, contender *os.File, within time.Duration) {
 // TestLockFcntlKernelAndRdmafs: fcntl locks of the kernel client and of
 // rdmafs exclude each other, both ways.
 func TestLockFcntlKernelAndRdmafs(t *testing.T) {
-	e := lab(t)
+	e := lockLab(t)
 	name := lockFile(t, e, "lock-fcntl", "data")
 	knfs := mountKernel(t, e, "tcp")
 	rfs := mountRdmafs(t, e, "lock")
@@ -117,7 +151,7 @@ func TestLockFcntlKernelAndRdmafs(t *testing.T) {
 // TestLockFlockKernelAndRdmafs: flock(2) locks of the kernel client and
 // of rdmafs exclude each other (both send them as whole-file NLM locks).
 func TestLockFlockKernelAndRdmafs(t *testing.T) {
-	e := lab(t)
+	e := lockLab(t)
 	name := lockFile(t, e, "lock-flock", "data")
 	knfs := mountKernel(t, e, "tcp")
 	rfs := mountRdmafs(t, e, "lock")
@@ -156,7 +190,7 @@ func helper(t *testing.T, args ...string) *exec.Cmd {
 // kernel client's lock, whose process is killed, leaves no lock behind
 // (rdmafs sends CANCEL): once the kernel client lets go, it can lock again.
 func TestLockKilledWaiterLeavesNoLock(t *testing.T) {
-	e := lab(t)
+	e := lockLab(t)
 	name := lockFile(t, e, "lock-killed", "data")
 	knfs := mountKernel(t, e, "tcp")
 	rfs := mountRdmafs(t, e, "lock")
@@ -204,7 +238,7 @@ func TestLockKilledWaiterLeavesNoLock(t *testing.T) {
 // total is exactly 1000, for rdmafs with rdmafs and rdmafs with the kernel
 // client.
 func TestLockCounterTwoMounts(t *testing.T) {
-	e := lab(t)
+	e := lockLab(t)
 	for _, pair := range []string{"rdmafs+rdmafs", "rdmafs+kernel"} {
 		t.Run(pair, func(t *testing.T) {
 			name := lockFile(t, e, "lock-counter-"+strings.ReplaceAll(pair, "+", "-"), "0")
@@ -298,4 +332,45 @@ func lockHelper(args []string) error {
 		return fmt.Errorf("unknown helper %q", args[0])
 	}
 	return nil
+}
+
+// TestLockGetlkWriteOverReadLock: where a third client (a second rdmafs
+// mount) holds a read lock, F_GETLK of a write lock over it gives rdmafs
+// the answer it gives the kernel client (the oracle). Debian 12's knfsd
+// answers that no lock is in the way (TestLockModelThreeClients explains
+// why); a server that looks at read locks reports the read lock, to both.
+func TestLockGetlkWriteOverReadLock(t *testing.T) {
+	e := lockLab(t)
+	name := lockFile(t, e, "lock-getlk-read", "data")
+	holder := openLocked(t, mountRdmafs(t, e, "lock"), name)
+	k := openLocked(t, mountKernel(t, e, "tcp"), name)
+	r := openLocked(t, mountRdmafs(t, e, "lock"), name)
+	if err := fcntlLock(holder, syscall.F_SETLK, syscall.F_RDLCK, 2, 4); err != nil {
+		t.Fatalf("holder F_SETLK of a read lock: %v", err)
+	}
+	getlk := func(who string, f *os.File) string {
+		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Start: 0, Len: 10}
+		if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+			t.Fatalf("%s F_GETLK: %v", who, err)
+		}
+		if lk.Type == syscall.F_UNLCK {
+			return "none"
+		}
+		return fmt.Sprintf("type %d at %d, %d bytes", lk.Type, lk.Start, lk.Len)
+	}
+	kernel, rdmafs := getlk("kernel client", k), getlk("rdmafs", r)
+	t.Logf("a read lock on 2..5; F_GETLK of a write lock on 0..9: kernel client %s, rdmafs %s", kernel, rdmafs)
+	if kernel != rdmafs {
+		t.Errorf("F_GETLK of a write lock over another client's read lock: rdmafs %s, the kernel client %s", rdmafs, kernel)
+	}
+	// Both must still be refused the write lock itself.
+	for _, c := range []struct {
+		who string
+		f   *os.File
+	}{{"kernel client", k}, {"rdmafs", r}} {
+		if err := fcntlLock(c.f, syscall.F_SETLK, syscall.F_WRLCK, 0, 10); !denied(err) {
+			t.Errorf("%s F_SETLK of a write lock over another client's read lock: %v, want EAGAIN", c.who, err)
+			fcntlLock(c.f, syscall.F_SETLK, syscall.F_UNLCK, 0, 0)
+		}
+	}
 }
