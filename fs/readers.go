@@ -18,7 +18,8 @@ import (
 // random reads in the guest benchmark. Measured on the host benchmark
 // over TCP (bench/hostbench, shared 2-CPU machine, 2026-12-01; medians):
 // 16 readers made 10,900 random 4 KiB reads per second at iodepth 16,
-// go-fuse's 2 made 5,800.
+// go-fuse's 2 made 5,800. docs/performance.md compares this loop with the
+// GOMAXPROCS change it replaced.
 const fuseReaders = 16
 
 // uringDevReaders is how many goroutines read /dev/fuse when io_uring
