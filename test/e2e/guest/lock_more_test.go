@@ -17,9 +17,10 @@ import (
 	"github.com/rdmafs/rdmafs/test/seed"
 )
 
-// More lock tests: a lock held across a knfsd restart, a randomized check
-// of three clients' fcntl locks against a model of POSIX lock semantics,
-// and the kernel client's locks on `rdmafs serve`.
+// More lock tests: a lock held across a knfsd restart, and a randomized
+// check of three clients' fcntl locks against a model of POSIX lock
+// semantics, both driven through lock script helpers (one lock owner
+// each, in a process of its own).
 
 // lockScriptEnv, when set to a path, makes the test binary a lock script
 // helper (TestLockScriptHelperProcess): it opens the path and runs the
