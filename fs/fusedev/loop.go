@@ -88,6 +88,9 @@ func (l *Loop) read() {
 	defer l.wg.Done()
 	in := make([]byte, l.inSize)
 	small := make([]byte, smallReply)
+	// The iovs HandleRequest takes, kept so that a request allocates
+	// none of its own here.
+	inIov, outIov := make([][]byte, 1), make([][]byte, 1)
 	for {
 		n, err := unix.Read(l.fd, in)
 		switch {
@@ -101,13 +104,13 @@ func (l *Loop) read() {
 			l.logf("fusedev: reading /dev/fuse: %v", err)
 			return
 		}
-		l.answer(in[:n], small)
+		l.answer(in[:n], small, inIov, outIov)
 	}
 }
 
 // answer answers one request, writing its reply (if it has one) to
-// /dev/fuse.
-func (l *Loop) answer(in, small []byte) {
+// /dev/fuse; inIov and outIov are the reader's one-element iovs.
+func (l *Loop) answer(in, small []byte, inIov, outIov [][]byte) {
 	out := small
 	if len(in) >= inHeaderSize && binary.LittleEndian.Uint32(in[4:]) == opRead {
 		// The data lands in place in the reply (go-fuse hands the
@@ -116,7 +119,8 @@ func (l *Loop) answer(in, small []byte) {
 		defer l.reads.Put(b)
 		out = *b
 	}
-	m, status := l.server.HandleRequest([][]byte{in}, [][]byte{out})
+	inIov[0], outIov[0] = in, out
+	m, status := l.server.HandleRequest(inIov, outIov)
 	if !status.Ok() {
 		// A request too short to parse: answer it all the same, if it
 		// has a header, or its caller waits for ever.
