@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -180,19 +179,7 @@ func TestLockKernelClientOnRdmafsServe(t *testing.T) {
 			{"kernel holds", k, r},
 			{"rdmafs holds", r, k},
 		} {
-			if err := syscall.Flock(int(c.holder.Fd()), syscall.LOCK_EX); err != nil {
-				t.Fatalf("%s: flock LOCK_EX: %v", c.who, err)
-			}
-			if err := syscall.Flock(int(c.excluded.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil || !denied(err) {
-				t.Errorf("%s: the other's flock LOCK_EX|LOCK_NB: %v, want EWOULDBLOCK", c.who, err)
-			}
-			if err := syscall.Flock(int(c.holder.Fd()), syscall.LOCK_UN); err != nil {
-				t.Fatalf("%s: flock LOCK_UN: %v", c.who, err)
-			}
-			if err := syscall.Flock(int(c.excluded.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-				t.Errorf("%s: the other's flock after the release: %v", c.who, err)
-			}
-			syscall.Flock(int(c.excluded.Fd()), syscall.LOCK_UN)
+			flockContend(t, c.who, c.holder, c.excluded)
 		}
 	})
 }

@@ -162,20 +162,28 @@ func TestLockFlockKernelAndRdmafs(t *testing.T) {
 		{"kernel holds", openLocked(t, knfs, name), openLocked(t, rfs, name)},
 		{"rdmafs holds", openLocked(t, rfs, name), openLocked(t, knfs, name)},
 	} {
-		if err := syscall.Flock(int(c.holder.Fd()), syscall.LOCK_EX); err != nil {
-			t.Fatalf("%s: flock LOCK_EX: %v", c.who, err)
-		}
-		if err := syscall.Flock(int(c.excluded.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
-			t.Errorf("%s: the other's flock LOCK_EX|LOCK_NB: %v, want EWOULDBLOCK", c.who, err)
-		}
-		if err := syscall.Flock(int(c.holder.Fd()), syscall.LOCK_UN); err != nil {
-			t.Fatalf("%s: flock LOCK_UN: %v", c.who, err)
-		}
-		if err := syscall.Flock(int(c.excluded.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			t.Errorf("%s: the other's flock after the release: %v", c.who, err)
-		}
-		syscall.Flock(int(c.excluded.Fd()), syscall.LOCK_UN)
+		flockContend(t, c.who, c.holder, c.excluded)
 	}
+}
+
+// flockContend checks, for a holder on one mount and another client on
+// the other: while the holder has flock LOCK_EX, the other's LOCK_EX|
+// LOCK_NB fails with EWOULDBLOCK; after LOCK_UN it succeeds.
+func flockContend(t *testing.T, who string, holder, excluded *os.File) {
+	t.Helper()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("%s: flock LOCK_EX: %v", who, err)
+	}
+	if err := syscall.Flock(int(excluded.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Errorf("%s: the other's flock LOCK_EX|LOCK_NB: %v, want EWOULDBLOCK", who, err)
+	}
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatalf("%s: flock LOCK_UN: %v", who, err)
+	}
+	if err := syscall.Flock(int(excluded.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("%s: the other's flock after the release: %v", who, err)
+	}
+	syscall.Flock(int(excluded.Fd()), syscall.LOCK_UN)
 }
 
 // helper starts the test binary as a lock helper process.
