@@ -293,6 +293,6 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release implements gofs.FileReleaser. When the last handle of a file
 // that was unlinked while open goes, its hidden name is removed.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
-	h.fs.closeObject(ctx, h)
+	h.fs.closeObject(h)
 	return 0
 }

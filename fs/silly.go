@@ -2,7 +2,10 @@ package fs
 
 // Silly rename. NFS has no open-but-unlinked files: a file unlinked (or
 // renamed over) while open is renamed to a hidden name instead, and the
-// hidden name is removed at its last close, as the kernel client does.
+// hidden name is removed at its last close, as the kernel client does:
+// with the credentials of whoever unlinked it, so the REMOVE may fail (the
+// unlinker has since lost write or search permission on the directory),
+// and the hidden name then stays, as it does with the kernel client.
 
 import (
 	"context"
@@ -10,12 +13,14 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // silly is the hidden name of a file unlinked while open.
 type silly struct {
 	dir  *object
 	name string
+	cred *sunrpc.Cred // of the unlink, which the REMOVE at the last close uses
 }
 
 // hideIfOpen renames name in dir to a hidden name if obj is open, and
@@ -28,9 +33,9 @@ func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *obje
 	if !open {
 		return false, nil
 	}
-	hidden := fmt.Sprintf(".nfs%016x%08x", obj.fileID, f.sillyCount.Add(1))
+	hidden := &silly{dir: dir, name: fmt.Sprintf(".nfs%016x%08x", obj.fileID, f.sillyCount.Add(1)), cred: f.cred(ctx)}
 	var fromWcc, toWcc nfs3.Wcc
-	if err := f.nfs.Rename(ctx, f.cred(ctx), &dir.fh, name, &dir.fh, hidden, &fromWcc, &toWcc); err != nil {
+	if err := f.nfs.Rename(ctx, hidden.cred, &dir.fh, name, &dir.fh, hidden.name, &fromWcc, &toWcc); err != nil {
 		return false, err
 	}
 	f.setWcc(dir, &toWcc)
@@ -38,7 +43,7 @@ func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *obje
 	obj.mu.Lock()
 	closed := obj.opens == 0
 	if !closed {
-		obj.silly = &silly{dir: dir, name: hidden}
+		obj.silly = hidden
 	}
 	obj.mu.Unlock()
 	if closed {
@@ -46,7 +51,7 @@ func (f *FS) hideIfOpen(ctx context.Context, dir *object, name string, obj *obje
 		// after close(2) has returned, so an unlink right after a
 		// close often finds the file still open): closeObject saw no
 		// hidden name, so the hidden file is removed here.
-		f.removeHidden(ctx, &silly{dir: dir, name: hidden})
+		f.removeHidden(hidden)
 	}
 	return true, nil
 }
@@ -86,7 +91,7 @@ func (f *FS) awaitRelease(ctx context.Context, obj *object) {
 // after the last. The handle stops counting as closing and as open in one
 // step: an unlink between the two would find the file open and not
 // closing, so it would not wait for this release (awaitRelease).
-func (f *FS) closeObject(ctx context.Context, h *fileHandle) {
+func (f *FS) closeObject(h *fileHandle) {
 	obj := h.obj
 	obj.mu.Lock()
 	if h.closed.Swap(false) {
@@ -103,15 +108,16 @@ func (f *FS) closeObject(ctx context.Context, h *fileHandle) {
 	}
 	obj.mu.Unlock()
 	if s != nil {
-		f.removeHidden(ctx, s)
+		f.removeHidden(s)
 	}
 }
 
 // removeHidden removes the hidden name of an unlinked file that is no
-// longer open. It runs to completion even if the caller is interrupted.
-func (f *FS) removeHidden(ctx context.Context, s *silly) {
+// longer open, as whoever unlinked it. It runs to completion even if the
+// closing program is interrupted.
+func (f *FS) removeHidden(s *silly) {
 	var wcc nfs3.Wcc
-	if err := f.nfs.Remove(context.Background(), f.cred(ctx), &s.dir.fh, s.name, &wcc); err != nil {
+	if err := f.nfs.Remove(context.Background(), s.cred, &s.dir.fh, s.name, &wcc); err != nil {
 		f.logf("removing %s of an unlinked file: %v", s.name, err)
 	}
 	f.setWcc(s.dir, &wcc)

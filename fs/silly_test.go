@@ -2,8 +2,11 @@ package fs
 
 import (
 	"os"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // TestSillyRename: a file unlinked while open is renamed to a hidden name
@@ -37,5 +40,30 @@ func TestSillyRename(t *testing.T) {
 	}
 	if _, _, en := h.lookup(rootNode, "f"); en != syscall.ENOENT {
 		t.Errorf("lookup of the unlinked name: %v", en)
+	}
+}
+
+// TestSillyRemoveAsUnlinker: the hidden name of a file unlinked while open
+// is removed, at the last close, as whoever unlinked it, as the kernel
+// client does; if that user may no longer change the directory, the
+// hidden name stays, whoever closes the file.
+func TestSillyRemoveAsUnlinker(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	a := h.as(alice, alice)
+	dir, en := a.mkdir(rootNode, "d", 0o755)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	node, fh := h.mustCreate(dir, "f", 0o644) // root's open file
+	if en := a.unlink(dir, "f"); en != 0 {
+		t.Fatalf("the directory's owner unlinks root's open file: %v", en)
+	}
+	if _, en := a.setattr(dir, fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0o555}}); en != 0 {
+		t.Fatal(en)
+	}
+	h.close(node, fh)
+	names, _ := os.ReadDir(h.dir + "/d")
+	if len(names) != 1 || !strings.HasPrefix(names[0].Name(), ".nfs") {
+		t.Errorf("the server's directory after root's close, which the unlinker may no longer change: %v, want the hidden name", names)
 	}
 }
