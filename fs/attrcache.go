@@ -61,6 +61,7 @@ func (f *FS) setAttrSince(obj *object, a *nfs3.Fattr, since uint64) {
 	}
 	obj.attr = *a
 	obj.attrExpires = time.Now().Add(obj.attrTimeo)
+	obj.sawAttrLocked(a)
 }
 
 // setWcc records what an operation says of obj's attributes afterwards;

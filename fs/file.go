@@ -60,17 +60,16 @@ var (
 
 // open makes the handle of an open of obj, whose current attributes are a.
 func (f *FS) open(ctx context.Context, obj *object, flags uint32, a *nfs3.Fattr) (*fileHandle, uint32) {
+	writer := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	obj.mu.Lock()
-	keep := obj.dataValid && obj.dataAttr.Mtime == a.Mtime && obj.dataAttr.Ctime == a.Ctime && obj.dataAttr.Size == a.Size
-	if !keep {
-		obj.dataAttr = *a
-		obj.dataValid = true
-	}
+	keep := obj.keepDataLocked(a)
 	obj.opens++
+	if writer {
+		obj.writers++
+	}
 	obj.mu.Unlock()
 
-	h := &fileHandle{fs: f, obj: obj, cred: f.cred(ctx), stable: nfs3.Unstable,
-		writer: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	h := &fileHandle{fs: f, obj: obj, cred: f.cred(ctx), stable: nfs3.Unstable, writer: writer}
 	if wb := obj.writeback(); wb != nil {
 		h.errsSeen = wb.sample()
 	}

@@ -146,6 +146,9 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	}
 	var wcc nfs3.Wcc
 	err := f.nfs.Setattr(ctx, cred, &n.obj.fh, &sa, nil, &wcc)
+	if err == nil {
+		n.obj.ownChange(&wcc)
+	}
 	f.setWcc(n.obj, &wcc)
 	if err != nil {
 		return errno(err)

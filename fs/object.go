@@ -25,14 +25,16 @@ type object struct {
 	attrTimeo   time.Duration // current adaptive timeout
 	attrGen     uint64        // FS.attrGen when attr was last set
 	// The attributes the kernel's cached data was valid for, to decide
-	// at open whether to drop it (close-to-open).
+	// at open whether to drop it (datacache.go).
 	dataAttr  nfs3.Fattr
 	dataValid bool
+	dataStale bool // changed while open for writing: drop at the next first open
 	access    accessCache
 	acls      aclCache // acl.go; cleared with access
 	// kernelSize is the size the kernel was last told.
 	kernelSize int64
 	opens      int           // open file handles
+	writers    int           // of them, open for writing
 	closed     int           // of them, closed by their program (FLUSH) with no I/O since
 	lastClose  chan struct{} // closed when opens drops to 0, if someone waits
 	silly      *silly        // set when unlinked while open

@@ -98,6 +98,9 @@ func (f *FS) closeObject(h *fileHandle) {
 		obj.closed--
 	}
 	obj.opens--
+	if h.writer {
+		obj.writers--
+	}
 	var s *silly
 	if obj.opens == 0 {
 		s, obj.silly = obj.silly, nil

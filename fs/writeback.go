@@ -570,11 +570,6 @@ func (f *FS) writeDone(obj *object, w *nfs3.Wcc, since uint64) {
 		f.invalidate(obj)
 		return
 	}
-	obj.mu.Lock()
-	if obj.dataValid && w.HasBefore && w.Before.Size == obj.dataAttr.Size &&
-		w.Before.Mtime == obj.dataAttr.Mtime && w.Before.Ctime == obj.dataAttr.Ctime {
-		obj.dataAttr = w.After
-	}
-	obj.mu.Unlock()
+	obj.ownChange(w)
 	f.setAttrSince(obj, &w.After, since)
 }
