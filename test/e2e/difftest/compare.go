@@ -13,10 +13,10 @@ type Known struct {
 	// (the mount under test's) of op differ only in this known way.
 	Match func(op Op, a, b Result) bool
 	// Diverges, if set, reports whether the runs' states may part in this
-	// known way at op, whose reference result is a: every later
-	// difference of the script is then counted as this one, as a state
-	// that differs changes the results of any call after it.
-	Diverges func(op Op, a Result) bool
+	// known way at op, whose results are a (the reference's) and b: every
+	// difference of the script from op on is then counted as this one, as
+	// a state that differs changes the results of any call after it.
+	Diverges func(op Op, a, b Result) bool
 }
 
 // Difference is one result that differs.
@@ -38,7 +38,7 @@ func Compare(ops []Op, a, b []Result, known []Known) (diffs []Difference, explai
 	diverged := "" // the known difference the runs' states parted in
 	for i, op := range ops {
 		for _, k := range known {
-			if diverged == "" && k.Diverges != nil && k.Diverges(op, a[i]) {
+			if diverged == "" && k.Diverges != nil && k.Diverges(op, a[i], b[i]) {
 				diverged = k.Name
 			}
 		}
@@ -61,8 +61,9 @@ func Compare(ops []Op, a, b []Result, known []Known) (diffs []Difference, explai
 }
 
 // Report renders the differences of a run of script for a test failure:
-// the steps before each difference for context, and the difference marked.
-func Report(script string, ops []Op, a, b []Result, diffs []Difference) string {
+// the steps before each difference for context, and the difference marked;
+// with full, every step of the script.
+func Report(script string, ops []Op, a, b []Result, diffs []Difference, full bool) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "script %q: %d of %d results differ (reference | under test)\n", script, len(diffs), len(ops))
 	differs := make(map[int]bool)
@@ -70,6 +71,12 @@ func Report(script string, ops []Op, a, b []Result, diffs []Difference) string {
 		differs[d.Index] = true
 	}
 	shown := make(map[int]bool)
+	if full {
+		for j := range ops {
+			writeStep(&s, j, ops[j], a[j], b[j], differs[j])
+		}
+		return s.String()
+	}
 	for n, d := range diffs {
 		if n == 8 {
 			fmt.Fprintf(&s, "  ... %d more\n", len(diffs)-n)
@@ -80,17 +87,23 @@ func Report(script string, ops []Op, a, b []Result, diffs []Difference) string {
 				continue
 			}
 			shown[j] = true
-			mark := " "
-			if differs[j] {
-				mark = "!"
-			}
-			fmt.Fprintf(&s, "%s %3d %v\n", mark, j, ops[j])
-			if differs[j] {
-				fmt.Fprintf(&s, "        %v\n        %v\n", a[j], b[j])
-			} else {
-				fmt.Fprintf(&s, "        %v\n", a[j])
-			}
+			writeStep(&s, j, ops[j], a[j], b[j], differs[j])
 		}
 	}
 	return s.String()
+}
+
+// writeStep renders step j: the call and the reference's result, and the
+// result under test too, marked, if it differs.
+func writeStep(s *strings.Builder, j int, op Op, a, b Result, differs bool) {
+	mark := " "
+	if differs {
+		mark = "!"
+	}
+	fmt.Fprintf(s, "%s %3d %v\n", mark, j, op)
+	if differs {
+		fmt.Fprintf(s, "        %v\n        %v\n", a, b)
+	} else {
+		fmt.Fprintf(s, "        %v\n", a)
+	}
 }

@@ -15,7 +15,7 @@ func TestDiverges(t *testing.T) {
 	ops := []Op{alice.stat("a"), alice.unlink("b"), alice.stat("a"), alice.readdir(".")}
 	ref := []Result{{Ret: 1}, {Event: UnlinkedOpenLink}, {Ret: 1}, {Data: "a"}}
 	got := []Result{{Ret: 2}, {}, {Ret: 2}, {Data: "a,.nfs"}}
-	k := Known{Name: "k", Diverges: func(op Op, a Result) bool { return a.Event == UnlinkedOpenLink }}
+	k := Known{Name: "k", Diverges: func(op Op, a, b Result) bool { return a.Event == UnlinkedOpenLink }}
 	diffs, explained := Compare(ops, ref, got, []Known{k})
 	if len(diffs) != 1 || diffs[0].Index != 0 {
 		t.Errorf("differences %v; want step 0 alone", diffs)
@@ -80,6 +80,49 @@ func TestFailedInUnwritableDirEvent(t *testing.T) {
 		{alice.mkdir("g", 0o755), ""}, // EEXIST, but not for want of permission
 		{root.rmdir("d/f"), ""},       // root may write anywhere
 		{alice.rename("g", "d/g"), FailedInUnwritableDir},
+	})
+}
+
+// TestWriteWithoutReadEvent: a run notices a write through a read-write
+// descriptor to a file whose mode denies the caller, not its owner, read
+// permission, and only that.
+func TestWriteWithoutReadEvent(t *testing.T) {
+	run, _ := newTestRun(t)
+	checkEvents(t, run, false, []eventStep{
+		{alice.create("f", 0o666, "a"), ""},
+		{alice.chmod("f", 0o666), ""}, // whatever the umask
+		{bob.open("f", unix.O_RDWR, 0, "b"), ""},
+		{bob.open("f", unix.O_WRONLY, 0, "w"), ""},
+		{bob.pwrite("b", 0, 10, 1), ""}, // may read
+		{alice.chmod("f", 0o662), ""},
+		{bob.pwrite("b", 0, 10, 1), WriteWithoutRead},
+		{bob.pwrite("w", 0, 10, 1), ""},   // not open for reading
+		{alice.pwrite("a", 0, 10, 1), ""}, // the owner
+		{alice.chmod("f", 0o626), ""},
+		{alice.pwrite("a", 0, 10, 1), ""}, // the owner, still
+		{bob.pwrite("b", 0, 10, 1), ""},   // may read as other
+		{root.open("f", unix.O_RDWR, 0, "r"), ""},
+		{alice.chmod("f", 0o000), ""},
+		{root.pwrite("r", 0, 10, 1), ""}, // root reads anything
+	})
+}
+
+// TestReadWithoutReadEvent: a run notices a read through a descriptor of a
+// file whose mode denies the caller, not its owner, read permission, and
+// only that.
+func TestReadWithoutReadEvent(t *testing.T) {
+	run, _ := newTestRun(t)
+	checkEvents(t, run, false, []eventStep{
+		{alice.create("f", 0o666, "a"), ""},
+		{alice.chmod("f", 0o666), ""}, // whatever the umask
+		{bob.open("f", unix.O_RDONLY, 0, "b"), ""},
+		{bob.pread("b", 0, 10), ""},
+		{alice.chmod("f", 0o660), ""},
+		{bob.pread("b", 0, 10), ReadWithoutRead},
+		{alice.pread("a", 0, 10), ""}, // the owner
+		{alice.chmod("f", 0o066), ""},
+		{alice.pread("a", 0, 10), ""}, // the owner, still
+		{bob.pread("b", 0, 10), ""},   // may read as other
 	})
 }
 

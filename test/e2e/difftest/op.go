@@ -173,6 +173,24 @@ const WriteToUnsearchableDir Event = "asked for write access to a directory it m
 // it sees itself (rmdir of a file: ENOTDIR).
 const FailedInUnwritableDir Event = "failed to change a directory it may not write"
 
+// WriteWithoutRead: a pwrite through a descriptor open for reading and
+// writing, to a file whose mode bits deny the caller, not its owner, read
+// permission. Before a partial write to a page it does not hold, the kernel
+// client reads the page (read-modify-write), and the server refuses that
+// READ; whether the page is held depends on what the page cache kept,
+// which timing decides, so the write fails with EACCES or succeeds, and
+// its data may then fail to reach the server, which later fsyncs of the
+// file report.
+const WriteWithoutRead Event = "wrote through a read-write descriptor to a file it may not read"
+
+// ReadWithoutRead: a pread through a descriptor of a file whose mode bits
+// deny the caller, not its owner, read permission (taken away after the
+// open). A client answers from its page cache as far as that holds the
+// range, and the server refuses the rest; which pages the cache holds
+// depends on readahead, which FUSE sizes differently from the NFS client,
+// so the count read may differ, or one may read nothing (EACCES).
+const ReadWithoutRead Event = "read through a descriptor of a file it may no longer read"
+
 // Attr is what a stat shows.
 type Attr struct {
 	Mode     uint32 // type and permission bits

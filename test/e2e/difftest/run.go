@@ -156,9 +156,15 @@ func (r *Run) Do(op Op) Result {
 	var res Result
 	w.do(func() {
 		unwritable := r.changesUnwritableDir(op)
+		unreadable := (op.Call == Pread || op.Call == Pwrite) && r.readDenied(op)
 		res = r.call(op)
-		if unwritable && res.Errno != "" && res.Event == "" {
+		switch {
+		case unwritable && res.Errno != "" && res.Event == "":
 			res.Event = FailedInUnwritableDir
+		case unreadable && op.Call == Pread:
+			res.Event = ReadWithoutRead
+		case unreadable:
+			res.Event = WriteWithoutRead
 		}
 	})
 	if res.Stat != nil {
@@ -237,6 +243,28 @@ func (r *Run) dirDenies(user string, path string, bit uint32) bool {
 		return st.Mode&(bit>>3) == 0
 	}
 	return st.Mode&(bit>>6) == 0
+}
+
+// readDenied reports whether op's descriptor is open for reading, of a
+// file whose mode bits deny op's user, who does not own it, read
+// permission (the owner may read whatever the mode, on knfsd as on rdmafs
+// serve).
+func (r *Run) readDenied(op Op) bool {
+	w := r.workers[op.User]
+	fd, ok := r.fds[op.FD]
+	if w == nil || !ok || w.user.UID == 0 {
+		return false
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	var st unix.Stat_t
+	if err != nil || flags&unix.O_ACCMODE == unix.O_WRONLY || unix.Fstat(fd, &st) != nil || st.Uid == w.user.UID {
+		return false
+	}
+	const readBit = 0o400
+	if st.Gid == w.user.GID || slices.Contains(w.user.Groups, st.Gid) {
+		return st.Mode&(readBit>>3) == 0
+	}
+	return st.Mode&(readBit>>6) == 0
 }
 
 // changesUnwritableDir reports whether op adds or removes a name in a

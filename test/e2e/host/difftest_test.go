@@ -70,7 +70,7 @@ func TestDiffLocal(t *testing.T) {
 				ref, got := runCase(t, c, s.dir, mnt, fmt.Sprintf("case%d", i))
 				diffs, _ := difftest.Compare(c.Ops, ref, got, []difftest.Known{nfs3Times})
 				if len(diffs) > 0 {
-					t.Error(difftest.Report(c.Name, c.Ops, ref, got, diffs))
+					t.Error(difftest.Report(c.Name, c.Ops, ref, got, diffs, false))
 				}
 			}
 		})
