@@ -66,6 +66,48 @@ func run(t testing.TB, timeout time.Duration, name string, args ...string) strin
 	return string(out)
 }
 
+// runTogether starts cmds at once and waits for all of them, killing any
+// still running after limit, and fails the test with the command line and
+// output of the first that failed.
+func runTogether(t testing.TB, limit time.Duration, cmds ...*exec.Cmd) {
+	t.Helper()
+	outs := make([]*syncBuffer, len(cmds))
+	for i, cmd := range cmds {
+		outs[i] = new(syncBuffer)
+		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(limit)
+	var failed error
+	var which int
+	for i, cmd := range cmds {
+		if err := waitUntil(cmd, deadline); err != nil && failed == nil {
+			failed, which = err, i
+		}
+	}
+	if failed != nil {
+		t.Fatalf("%s: %v; output:\n%s", strings.Join(cmds[which].Args, " "), failed, outs[which])
+	}
+}
+
+// waitUntil waits for cmd, killing it at deadline.
+func waitUntil(cmd *exec.Cmd, deadline time.Time) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("still running at the deadline: killed")
+	}
+}
+
 // mountPoint makes a fresh, empty directory to mount on.
 func mountPoint(t testing.TB, name string) string {
 	t.Helper()

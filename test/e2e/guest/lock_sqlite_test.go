@@ -57,22 +57,12 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 			}
 			start := time.Now()
 			var cmds []*exec.Cmd
-			var outs []*syncBuffer
 			for _, dir := range []string{first, second} {
 				cmd := exec.Command("sqlite3", filepath.Join(dir, name))
 				cmd.Stdin = strings.NewReader(script.String())
-				out := new(syncBuffer)
-				cmd.Stdout, cmd.Stderr = out, out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
+				cmds = append(cmds, cmd)
 			}
-			for i, cmd := range cmds {
-				if err := waitTimeout(cmd, 15*time.Minute); err != nil {
-					t.Fatalf("sqlite3 on %s: %v; output:\n%s", []string{first, second}[i], err, outs[i])
-				}
-			}
+			runTogether(t, 15*time.Minute, cmds...)
 			took := time.Since(start)
 			got := strings.TrimSpace(run(t, time.Minute, "sqlite3", db, "SELECT n FROM counter;"))
 			if want := fmt.Sprint(2 * txns); got != want {
@@ -83,19 +73,5 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 			}
 			t.Logf("%s: %d transactions in %v", pair, 2*txns, took.Round(time.Millisecond))
 		})
-	}
-}
-
-// waitTimeout waits for cmd, killing it after limit.
-func waitTimeout(cmd *exec.Cmd, limit time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(limit):
-		cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("still running after %v: killed", limit)
 	}
 }

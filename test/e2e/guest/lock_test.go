@@ -259,21 +259,10 @@ func TestLockCounterTwoMounts(t *testing.T) {
 			}
 			start := time.Now()
 			var cmds []*exec.Cmd
-			var outs []*syncBuffer
 			for _, dir := range []string{first, second} {
-				cmd := helper(t, "count", filepath.Join(dir, name), "500")
-				out := new(syncBuffer)
-				cmd.Stdout, cmd.Stderr = out, out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
+				cmds = append(cmds, helper(t, "count", filepath.Join(dir, name), "500"))
 			}
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("counter process %d: %v; output:\n%s", i, err, outs[i])
-				}
-			}
+			runTogether(t, 15*time.Minute, cmds...)
 			b, err := os.ReadFile(filepath.Join(e.Export, name))
 			if err != nil {
 				t.Fatal(err)
