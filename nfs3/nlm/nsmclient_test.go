@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+	"github.com/rdmafs/rdmafs/test/netns"
 )
 
 // statdDirEnv carries the state directory of the test's rpc.statd to the
@@ -119,32 +119,18 @@ func TestNSMClientWithStatd(t *testing.T) {
 // runBesideStatd starts rpcbind and rpc.statd in a namespace of their own
 // and runs this test again there.
 func runBesideStatd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it runs rpcbind and rpc.statd in a network namespace of their own")
-	}
-	for _, tool := range []string{"unshare", "ip", "rpcbind", "rpcinfo", "rpc.statd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (make deps installs nfs-common, rpcbind and iproute2)", tool)
-		}
-	}
+	netns.Need(t, "rpc.statd")
 	dir := t.TempDir()
 	for _, sub := range []string{"sm", "sm.bak"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	script := `
-set -e
-ip link set lo up
-mount -t tmpfs rdmafs-test-run /run
-rpcbind -f -w & rpcbind=$!
-trap 'kill $rpcbind $statd 2>/dev/null || true' EXIT
-for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
-rpc.statd -F -L -d -P "$` + statdDirEnv + `" >"$` + statdDirEnv + `.log" 2>&1 & statd=$!
+	script := netns.Script(`rpc.statd -F -L -d -P "$` + statdDirEnv + `" >"$` + statdDirEnv + `.log" 2>&1 & pids="$pids $!"
 for i in $(seq 100); do rpcinfo -p 127.0.0.1 | grep -q status && break; sleep 0.05; done
 "$0" -test.run '^TestNSMClientWithStatd$' -test.count=1 -test.v
-`
-	cmd := exec.Command("unshare", "-n", "-m", "sh", "-c", script, os.Args[0])
+`)
+	cmd := netns.Command(script, os.Args[0])
 	cmd.Env = append(os.Environ(), statdDirEnv+"="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

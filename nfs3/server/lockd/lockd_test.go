@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/sunrpc/xdr"
+	"github.com/rdmafs/rdmafs/test/netns"
 )
 
 // The host tests drive a real lock manager over loopback TCP with NLM4
@@ -34,37 +34,7 @@ const inNamespaceEnv = "RDMAFS_LOCKD_TEST_NETNS"
 // goes on.
 func inNamespace(t *testing.T) bool {
 	t.Helper()
-	if os.Getenv(inNamespaceEnv) != "" {
-		return true
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it runs rpcbind in a network namespace of its own")
-	}
-	for _, tool := range []string{"unshare", "ip", "rpcbind", "rpcinfo"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (make deps installs rpcbind and iproute2)", tool)
-		}
-	}
-	script := `
-set -e
-ip link set lo up
-mount -t tmpfs rdmafs-test-run /run
-rpcbind -f -w & rpcbind=$!
-trap 'kill $rpcbind 2>/dev/null || true' EXIT
-for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
-"$0" -test.run "^$1\$" -test.count=1 -test.v
-`
-	cmd := exec.Command("unshare", "-n", "-m", "sh", "-c", script, os.Args[0], t.Name())
-	cmd.Env = append(os.Environ(), inNamespaceEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in its namespace:\n%s", out)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	if !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
-		t.Fatalf("the test did not pass in its namespace")
-	}
-	return false
+	return netns.Rerun(t, inNamespaceEnv, "")
 }
 
 // testServer is a lock manager served over TCP on loopback.

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
+	"github.com/rdmafs/rdmafs/test/netns"
 )
 
 // The FUSE side of locks, end to end on this machine: two rdmafs mounts of
@@ -44,35 +44,7 @@ const lockNetnsEnv = "RDMAFS_HOST_LOCK_NETNS"
 func inLockNamespace(t *testing.T) bool {
 	t.Helper()
 	needHost(t)
-	if os.Getenv(lockNetnsEnv) != "" {
-		return true
-	}
-	for _, tool := range []string{"unshare", "ip", "rpcbind", "rpcinfo"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: the FUSE lock tests run rpcbind in a network namespace of their own", tool)
-		}
-	}
-	script := `
-set -e
-ip link set lo up
-mount -t tmpfs rdmafs-test-run /run
-mount -t tmpfs rdmafs-test-varlib /var/lib
-rpcbind -f -w & rpcbind=$!
-trap 'kill $rpcbind 2>/dev/null || true' EXIT
-for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
-"$0" -test.run "^$1\$" -test.count=1 -test.v
-`
-	cmd := exec.Command("unshare", "-n", "-m", "sh", "-c", script, os.Args[0], t.Name())
-	cmd.Env = append(os.Environ(), lockNetnsEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in its namespace:\n%s", out)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	if !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
-		t.Fatalf("the test did not pass in its namespace")
-	}
-	return false
+	return netns.Rerun(t, lockNetnsEnv, "", "/var/lib")
 }
 
 // nlmLock is a lock the test's NLM server holds for a svid.

@@ -20,6 +20,7 @@ import (
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
+	"github.com/rdmafs/rdmafs/test/netns"
 	"github.com/rdmafs/rdmafs/test/seed"
 )
 
@@ -372,28 +373,17 @@ func TestLibnfsSubdirectory(t *testing.T) {
 // only, a private /run), so the host's services are not touched.
 func TestServeShowmount(t *testing.T) {
 	needHost(t)
-	for _, tool := range []string{"unshare", "ip", "rpcbind", "rpcinfo", "showmount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (make deps installs nfs-common, rpcbind and iproute2)", tool)
-		}
-	}
+	netns.Need(t, "showmount")
 	dir := t.TempDir()
-	script := `
-set -e
-ip link set lo up
-mount -t tmpfs rdmafs-test-run /run
-rpcbind -f -w & rpcbind=$!
-trap 'kill $rpcbind' EXIT
-for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
-"$RDMAFS" serve -o port=0 "$DIR" >"$DIR.out" 2>"$DIR.err" & serve=$!
+	script := netns.Script(`"$RDMAFS" serve -o port=0 "$DIR" >"$DIR.out" 2>"$DIR.err" & serve=$!
 for i in $(seq 100); do rpcinfo -p 127.0.0.1 | grep -q mountd && break; sleep 0.05; done
 echo "== showmount"
 showmount -e 127.0.0.1
 kill $serve; wait $serve || true
 echo "== after"
 rpcinfo -p 127.0.0.1
-`
-	cmd := exec.Command("unshare", "-n", "-m", "sh", "-c", script)
+`)
+	cmd := netns.Command(script)
 	cmd.Env = append(os.Environ(), "RDMAFS="+rdmafsBin, "DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
