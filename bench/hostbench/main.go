@@ -116,10 +116,17 @@ func main() {
 	var rows []row
 	seq := int64(*sizeMiB) << 20
 
-	// run returns a workload's figure and how many operations it counts
+	// run returns a workload's figure and how many operations it counts.
+	// Each workload starts with the next client in turn, so that none is
+	// always measured first (on a cold machine) or last (after the others
+	// filled the server's memory).
+	first := 0
 	measure := func(name, unit string, isSeq bool, run func(mnt string) (float64, int64), libnfs func() float64) {
-		r := row{name: name, unit: unit, seq: isSeq}
-		for _, c := range b.clients {
+		n := len(b.clients)
+		r := row{name: name, unit: unit, seq: isSeq, rdmafs: make([]float64, n), cost: make([]use, n)}
+		for k := range n {
+			i := (first + k) % n
+			c := b.clients[i]
 			pid := b.clientPid(c.mnt)
 			c0, err0 := procstat.ReadProcess(pid)
 			s0, err1 := procstat.ReadProcess(b.serve.Process.Pid)
@@ -132,9 +139,9 @@ func main() {
 					u.err = err
 				}
 			}
-			r.rdmafs = append(r.rdmafs, v)
-			r.cost = append(r.cost, u)
+			r.rdmafs[i], r.cost[i] = v, u
 		}
+		first++
 		r.lo, _ = run(b.loopMnt)
 		if libnfs != nil {
 			r.libnfs = libnfs()
@@ -144,6 +151,9 @@ func main() {
 	}
 
 	measure("seq write 1 MiB, fsync at end", "MB/s", true, func(mnt string) (float64, int64) {
+		// Every mount shows the same export: each client writes a new
+		// file, not over the one the client before it wrote.
+		os.Remove(filepath.Join(mnt, "fio.dat"))
 		return fio(mnt, "--rw=write", "--bs=1M", fmt.Sprintf("--size=%d", seq), "--end_fsync=1", "--ioengine=psync")
 	}, func() float64 {
 		start := time.Now()
