@@ -56,6 +56,9 @@ func (s *syncBuffer) String() string {
 func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 	t.Helper()
 	bin := rdmafsBin(t, e)
+	if extra := os.Getenv(extraOptsEnv); extra != "" {
+		opts = strings.Trim(opts+","+extra, ",")
+	}
 	m := &rdmafsMount{dir: mountPoint(t, "rdmafs"), out: new(syncBuffer), exited: make(chan error, 1)}
 	m.cmd = exec.Command(bin, "-f", "-o", opts, e.Addr+":"+e.Export, m.dir)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
@@ -79,8 +82,21 @@ func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 		t.Fatalf("%s: no FUSE mount on %s after 1 minute; output:\n%s", m.cmd, m.dir, m.out)
 	}
 	t.Logf("%s: mounted in %v", m.cmd, time.Since(start).Round(time.Millisecond))
+	if os.Getenv(extraOptsEnv) != "" {
+		// Say which FUSE channel the options gave: io_uring falls back
+		// to /dev/fuse where the kernel does not offer it.
+		out, _ := exec.Command(bin, "stats", "-json", m.dir).Output()
+		if i := bytes.Index(out, []byte(`"fuse_channel"`)); i >= 0 {
+			t.Logf("%s: %s", m.dir, bytes.SplitN(out[i:], []byte(","), 2)[0])
+		}
+	}
 	return m
 }
+
+// extraOptsEnv names mount options added to every rdmafs mount of the
+// guest tests: RDMAFS_E2E_OPTS=io_uring runs them through FUSE over
+// io_uring (with LAB_KERNEL=current, whose kernel offers it).
+const extraOptsEnv = "RDMAFS_E2E_OPTS"
 
 // daemonExit is how long rdmafs may take to exit once its mount is gone.
 const daemonExit = 30 * time.Second
