@@ -220,12 +220,25 @@ func (r *Run) note(key statKey, a *Attr) {
 
 func (r *Run) path(p string) string { return filepath.Join(r.dir, p) }
 
-// The permission bits of a directory's owner class that dirDenies checks,
-// shifted to its class.
+// The permission bits of the owner class that modeDenies checks, shifted
+// to the caller's class.
 const (
 	searchBit = 0o100
 	writeBit  = 0o200
+	readBit   = 0o400
 )
+
+// modeDenies reports whether the mode bits of st deny u the permission
+// bit, in u's class: owner, group or other.
+func modeDenies(st *unix.Stat_t, u User, bit uint32) bool {
+	switch {
+	case st.Uid == u.UID:
+		return st.Mode&bit == 0
+	case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
+		return st.Mode&(bit>>3) == 0
+	}
+	return st.Mode&(bit>>6) == 0
+}
 
 // dirDenies reports whether path is a directory whose mode bits deny user
 // the permission bit (searchBit or writeBit), which root always has.
@@ -235,14 +248,7 @@ func (r *Run) dirDenies(user string, path string, bit uint32) bool {
 	if w == nil || w.user.UID == 0 || unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return false
 	}
-	u := w.user
-	switch {
-	case st.Uid == u.UID:
-		return st.Mode&bit == 0
-	case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
-		return st.Mode&(bit>>3) == 0
-	}
-	return st.Mode&(bit>>6) == 0
+	return modeDenies(&st, w.user, bit)
 }
 
 // readDenied reports whether op's descriptor is open for reading, of a
@@ -260,11 +266,7 @@ func (r *Run) readDenied(op Op) bool {
 	if err != nil || flags&unix.O_ACCMODE == unix.O_WRONLY || unix.Fstat(fd, &st) != nil || st.Uid == w.user.UID {
 		return false
 	}
-	const readBit = 0o400
-	if st.Gid == w.user.GID || slices.Contains(w.user.Groups, st.Gid) {
-		return st.Mode&(readBit>>3) == 0
-	}
-	return st.Mode&(readBit>>6) == 0
+	return modeDenies(&st, w.user, readBit)
 }
 
 // changesUnwritableDir reports whether op adds or removes a name in a
