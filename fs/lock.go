@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rdmafs/rdmafs/fs/lockd"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // Locks shared with the server's other clients. With Config.Locks set, the
@@ -58,14 +59,14 @@ func lockRange(lk *fuse.FileLock) lockd.Range {
 // Getlk implements gofs.NodeGetlker: F_GETLK, answered by the server's
 // TEST. The holder's pid is not known here (it is another host's), so it
 // is 0.
-func (n *node) Getlk(ctx context.Context, _ gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32, out *fuse.FileLock) syscall.Errno {
+func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32, out *fuse.FileLock) syscall.Errno {
 	l := n.fs.cfg.Locks
 	if l == nil {
 		return syscall.ENOLCK
 	}
 	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
-	c, err := l.Test(ctx, n.obj.fh.Bytes(), owner, lockRange(lk), lk.Typ == syscall.F_WRLCK)
+	c, err := l.Test(ctx, n.lockCred(ctx, f), n.obj.fh.Bytes(), owner, lockRange(lk), lk.Typ == syscall.F_WRLCK)
 	if err != nil {
 		return lockd.Errno(err)
 	}
@@ -82,18 +83,28 @@ func (n *node) Getlk(ctx context.Context, _ gofs.FileHandle, owner uint64, lk *f
 
 // Setlk implements gofs.NodeSetlker: F_SETLK (and a flock(2) with
 // LOCK_NB, and every unlock).
-func (n *node) Setlk(ctx context.Context, _ gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32) syscall.Errno {
-	return n.setlk(ctx, owner, lk, false)
+func (n *node) Setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32) syscall.Errno {
+	return n.setlk(ctx, f, owner, lk, false)
 }
 
 // Setlkw implements gofs.NodeSetlkwer: F_SETLKW (and a blocking flock(2)).
 // A signal for the caller ends the wait with EINTR, after a CANCEL; the
 // runtime's SIGURG, which a Go caller gets all the time, does not.
-func (n *node) Setlkw(ctx context.Context, _ gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32) syscall.Errno {
-	return n.setlk(ctx, owner, lk, true)
+func (n *node) Setlkw(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32) syscall.Errno {
+	return n.setlk(ctx, f, owner, lk, true)
 }
 
-func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, wait bool) syscall.Errno {
+// lockCred is the credential a lock call through open file f carries: that
+// of the process that opened it, as the kernel's client sends (the server
+// opens the file with it), or the caller's if f is not one of rdmafs's.
+func (n *node) lockCred(ctx context.Context, f gofs.FileHandle) *sunrpc.Cred {
+	if h, ok := f.(*fileHandle); ok && h.cred != nil {
+		return h.cred
+	}
+	return n.fs.creds.lookup(ctx, nil, nil)
+}
+
+func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, wait bool) syscall.Errno {
 	l := n.fs.cfg.Locks
 	if l == nil {
 		return syscall.ENOLCK
@@ -119,13 +130,13 @@ func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, wait 
 		}
 	}
 	if unlock {
-		return lockd.Errno(l.Unlock(kctx, fh, owner, lockRange(lk)))
+		return lockd.Errno(l.Unlock(kctx, n.lockCred(ctx, f), fh, owner, lockRange(lk)))
 	}
 	var pid uint32
 	if c, ok := fuse.FromContext(ctx); ok {
 		pid = c.Pid
 	}
-	err := l.Lock(ctx, fh, owner, lockRange(lk), lk.Typ == syscall.F_WRLCK, wait,
+	err := l.Lock(ctx, n.lockCred(ctx, f), fh, owner, lockRange(lk), lk.Typ == syscall.F_WRLCK, wait,
 		func() bool { return signalPending(pid) })
 	if err != nil {
 		return lockd.Errno(err)

@@ -136,7 +136,7 @@ func (c *Client) serveGrantedMsg(r *sunrpc.Request) []byte {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.bg, 30*time.Second)
 		defer cancel()
-		if err := c.call(ctx, nlm.ProcGrantedRes, &res, nil); err != nil {
+		if err := c.call(ctx, nil, nlm.ProcGrantedRes, &res, nil); err != nil {
 			c.logf("lockd: GRANTED_RES: %v", err)
 		}
 	}()

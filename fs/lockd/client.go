@@ -44,9 +44,12 @@ type Client struct {
 	rpc    *sunrpc.Client
 	caller []byte
 
-	mu      sync.Mutex
-	owners  owners
-	held    map[heldKey]heldSet // by file and owner
+	mu     sync.Mutex
+	owners owners
+	held   map[heldKey]heldSet // by file and owner
+	// creds holds, for each entry of held, the credential of the file
+	// the locks were taken through, which their reclaim sends again.
+	creds   map[heldKey]*sunrpc.Cred
 	waiters map[*waiter]struct{}
 	grace   chan struct{} // closed when a reclaim ends; nil: none under way
 
@@ -118,6 +121,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		}),
 		caller:  []byte(cfg.CallerName),
 		held:    make(map[heldKey]heldSet),
+		creds:   make(map[heldKey]*sunrpc.Cred),
 		waiters: make(map[*waiter]struct{}),
 		quit:    make(chan struct{}),
 	}
@@ -204,9 +208,17 @@ func fromNLM(off, n uint64) Range {
 	return Range{off, off + n - 1}
 }
 
-// call makes procedure proc and decodes its result into res (nil: void).
-func (c *Client) call(ctx context.Context, proc uint32, args, res nlm.Message) error {
-	call := c.rpc.NewCall(proc, nil)
+// call makes procedure proc with credential cred and decodes its result
+// into res (nil: void).
+//
+// A call about a file carries the credential of the process that opened
+// the file, as the kernel's client sends (nfs_file_cred): the server opens
+// the file with it to lock it, and knfsd since Linux 6.13 refuses AUTH_NONE
+// there (its NLM calls are checked against the export's security flavors),
+// and always checked that it may read the file, or write it for a write
+// lock, unless it owns it. A nil cred sends AUTH_NONE.
+func (c *Client) call(ctx context.Context, cred *sunrpc.Cred, proc uint32, args, res nlm.Message) error {
+	call := c.rpc.NewCall(proc, cred)
 	defer call.Release()
 	e := call.Args()
 	args.Encode(&e)
@@ -261,13 +273,13 @@ func Errno(err error) syscall.Errno {
 	return syscall.ENOLCK
 }
 
-// Test asks whether owner could lock r of fh; it returns the lock in the
-// way, or nil.
-func (c *Client) Test(ctx context.Context, fh []byte, owner uint64, r Range, exclusive bool) (*Conflict, error) {
+// Test asks whether owner could lock r of fh, opened with cred; it
+// returns the lock in the way, or nil.
+func (c *Client) Test(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner uint64, r Range, exclusive bool) (*Conflict, error) {
 	for {
 		args := nlm.TestArgs{Cookie: c.cookie(), Exclusive: exclusive, Lock: c.nlmLock(fh, owner, r)}
 		var res nlm.TestRes
-		if err := c.call(ctx, nlm.ProcTest, &args, &res); err != nil {
+		if err := c.call(ctx, cred, nlm.ProcTest, &args, &res); err != nil {
 			return nil, err
 		}
 		switch res.Stat {
@@ -286,8 +298,8 @@ func (c *Client) Test(ctx context.Context, fh []byte, owner uint64, r Range, exc
 	}
 }
 
-// Unlock releases owner's locks in r of fh.
-func (c *Client) Unlock(ctx context.Context, fh []byte, owner uint64, r Range) error {
+// Unlock releases owner's locks in r of fh, opened with cred.
+func (c *Client) Unlock(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner uint64, r Range) error {
 	key := heldKey{string(fh), owner}
 	c.mu.Lock()
 	had := len(c.held[key]) > 0
@@ -300,14 +312,14 @@ func (c *Client) Unlock(ctx context.Context, fh []byte, owner uint64, r Range) e
 	for {
 		args := nlm.UnlockArgs{Cookie: c.cookie(), Lock: c.nlmLock(fh, owner, r)}
 		var res nlm.Res
-		if err := c.call(ctx, nlm.ProcUnlock, &args, &res); err != nil {
+		if err := c.call(ctx, cred, nlm.ProcUnlock, &args, &res); err != nil {
 			return err
 		}
 		switch res.Stat {
 		case nlm.StatGranted, nlm.StatDenied:
 			// DENIED: the server held nothing there (after its
 			// restart); the lock is gone either way.
-			c.setHeld(key, r, false, true)
+			c.setHeld(key, cred, r, false, true)
 			return nil
 		case nlm.StatDeniedGracePeriod:
 			if err := c.graceWait(ctx); err != nil {
@@ -319,18 +331,34 @@ func (c *Client) Unlock(ctx context.Context, fh []byte, owner uint64, r Range) e
 	}
 }
 
-// setHeld records a lock (or an unlock) that the server granted.
-func (c *Client) setHeld(key heldKey, r Range, ex, unlock bool) {
+// setHeld records a lock (or an unlock) that the server granted to a call
+// with credential cred.
+func (c *Client) setHeld(key heldKey, cred *sunrpc.Cred, r Range, ex, unlock bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.journalLocked()
 	h := c.held[key].set(r, ex, unlock)
 	if len(h) == 0 {
 		delete(c.held, key)
+		delete(c.creds, key)
 		c.forgetOwnerLocked(key.owner)
 		return
 	}
 	c.held[key] = h
+	if !unlock {
+		c.creds[key] = cloneCred(cred)
+	}
+}
+
+// cloneCred returns a copy of cred (nil for nil) that its owner's later
+// changes leave alone.
+func cloneCred(cred *sunrpc.Cred) *sunrpc.Cred {
+	if cred == nil {
+		return nil
+	}
+	cp := *cred
+	cp.Groups = append([]uint32(nil), cred.Groups...)
+	return &cp
 }
 
 // forgetOwnerLocked lets an owner that holds nothing and waits for nothing

@@ -3,6 +3,7 @@ package lockd
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,7 +18,9 @@ import (
 // write lock per file handle, held by a svid, with Linux lockd's answers
 // (BLOCKED and a GRANTED_MSG callback for a queued request, DENIED
 // otherwise, NLM4_DENIED_GRACE_PERIOD to all but reclaims in its grace
-// period). It records what it was asked.
+// period). As knfsd since Linux 6.13, it refuses (NLM4_FAILED) a call
+// about a file that does not carry an AUTH_SYS credential: knfsd opens the
+// file with it. It records what it was asked, and with which credential.
 type peer struct {
 	t    *testing.T
 	srv  *sunrpc.Server
@@ -29,12 +32,13 @@ type peer struct {
 	grace    bool
 	cbPort   int // the client's callback service; 0: none
 	calls    []string
+	creds    map[string][]sunrpc.Cred // by procedure name as recorded
 	reclaims []nlm.Lock
 	grantRes []nlm.Stat
 }
 
 func startPeer(t *testing.T) *peer {
-	p := &peer{t: t, holder: make(map[string]int32)}
+	p := &peer{t: t, holder: make(map[string]int32), creds: make(map[string][]sunrpc.Cred)}
 	p.srv = sunrpc.NewServer(sunrpc.ServerConfig{})
 	procs := make([]sunrpc.Proc, nlm.ProcGrantedRes+1)
 	procs[nlm.ProcNull] = sunrpc.NullProc
@@ -54,10 +58,17 @@ func startPeer(t *testing.T) *peer {
 	return p
 }
 
-func (p *peer) record(name string) {
+// record notes call r of procedure name, and reports whether it carries an
+// AUTH_SYS credential.
+func (p *peer) record(name string, r *sunrpc.Request) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.calls = append(p.calls, name)
-	p.mu.Unlock()
+	if r.Flavor != sunrpc.AuthSys {
+		return false
+	}
+	p.creds[name] = append(p.creds[name], r.Cred)
+	return true
 }
 
 func (p *peer) count(name string) int {
@@ -83,11 +94,13 @@ func (p *peer) test(r *sunrpc.Request) []byte {
 	if err := nlm.Unmarshal(r.Args, &a); err != nil {
 		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
 	}
-	p.record("TEST")
+	authSys := p.record("TEST", r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := nlm.TestRes{Cookie: a.Cookie}
-	if p.grace {
+	if !authSys {
+		res.Stat = nlm.StatFailed
+	} else if p.grace {
 		res.Stat = nlm.StatDeniedGracePeriod
 	} else if h, ok := p.holder[string(a.Lock.FH)]; ok && h != a.Lock.Svid {
 		res.Stat = nlm.StatDenied
@@ -105,12 +118,17 @@ func (p *peer) lock(r *sunrpc.Request) []byte {
 	if a.Block {
 		name = "LOCK(block)"
 	}
-	p.record(name)
+	if a.Reclaim {
+		name = "LOCK(reclaim)"
+	}
+	authSys := p.record(name, r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := nlm.Res{Cookie: a.Cookie}
 	fh := string(a.Lock.FH)
 	switch h, held := p.holder[fh]; {
+	case !authSys:
+		res.Stat = nlm.StatFailed
 	case p.grace && !a.Reclaim:
 		res.Stat = nlm.StatDeniedGracePeriod
 	case a.Reclaim:
@@ -132,10 +150,13 @@ func (p *peer) cancel(r *sunrpc.Request) []byte {
 	if err := nlm.Unmarshal(r.Args, &a); err != nil {
 		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
 	}
-	p.record("CANCEL")
+	authSys := p.record("CANCEL", r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatDenied}
+	if !authSys {
+		return reply(r.Xid, &nlm.Res{Cookie: a.Cookie, Stat: nlm.StatFailed})
+	}
 	for i, q := range p.queued {
 		if q.Svid == a.Lock.Svid && string(q.FH) == string(a.Lock.FH) {
 			p.queued = append(p.queued[:i], p.queued[i+1:]...)
@@ -153,9 +174,12 @@ func (p *peer) unlock(r *sunrpc.Request) []byte {
 	if err := nlm.Unmarshal(r.Args, &a); err != nil {
 		return sunrpc.AcceptedReply(r.Xid, sunrpc.GarbageArgs)
 	}
-	p.record("UNLOCK")
+	authSys := p.record("UNLOCK", r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !authSys {
+		return reply(r.Xid, &nlm.Res{Cookie: a.Cookie, Stat: nlm.StatFailed})
+	}
 	fh := string(a.Lock.FH)
 	if p.holder[fh] == a.Lock.Svid {
 		delete(p.holder, fh)
@@ -199,7 +223,7 @@ func (p *peer) grantedRes(r *sunrpc.Request) []byte {
 // (not registered with any portmapper: p knows its port).
 func (p *peer) dial(t *testing.T, callbacks bool) *Client {
 	c, err := Dial(context.Background(), Config{
-		Dial: nfs3.DialConfig{Host: "127.0.0.1", Timeout: 5 * time.Second}, Port: p.port,
+		Dial: nfs3.DialConfig{Host: "127.0.0.1", Auth: testAuth, Timeout: 5 * time.Second}, Port: p.port,
 		CallerName: "testhost", Logf: t.Logf,
 	})
 	if err != nil {
@@ -224,20 +248,26 @@ func (p *peer) dial(t *testing.T, callbacks bool) *Client {
 var whole = Range{0, MaxOffset}
 var fh = []byte("file-handle")
 
+// testAuth is how the tests' clients authenticate, as rdmafs's do.
+var testAuth = sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: "testhost"}
+
+// alice is the credential of the open file the tests lock through.
+var alice = &sunrpc.Cred{UID: 1000, GID: 1000, Groups: []uint32{1000, 27}}
+
 // waitLock runs a waiting Lock of owner in the background.
 func waitLock(ctx context.Context, c *Client, owner uint64, interrupted Interrupted) chan error {
 	done := make(chan error, 1)
-	go func() { done <- c.Lock(ctx, fh, owner, whole, true, true, interrupted) }()
+	go func() { done <- c.Lock(ctx, alice, fh, owner, whole, true, true, interrupted) }()
 	return done
 }
 
 // holdThenRelease has owner 1 take the lock, owner 2 wait for it, and
 // owner 1 release it after a while; it returns how long owner 2 then took.
 func holdThenRelease(t *testing.T, c *Client) time.Duration {
-	if err := c.Lock(context.Background(), fh, 1, whole, true, false, nil); err != nil {
+	if err := c.Lock(context.Background(), alice, fh, 1, whole, true, false, nil); err != nil {
 		t.Fatalf("owner 1 LOCK: %v", err)
 	}
-	if err := c.Lock(context.Background(), fh, 2, whole, true, false, nil); Errno(err) != syscall.EAGAIN {
+	if err := c.Lock(context.Background(), alice, fh, 2, whole, true, false, nil); Errno(err) != syscall.EAGAIN {
 		t.Fatalf("owner 2 LOCK without waiting while owner 1 holds it: %v (errno %v), want EAGAIN", err, Errno(err))
 	}
 	done := waitLock(context.Background(), c, 2, nil)
@@ -247,7 +277,7 @@ func holdThenRelease(t *testing.T, c *Client) time.Duration {
 	case <-time.After(1500 * time.Millisecond):
 	}
 	released := time.Now()
-	if err := c.Unlock(context.Background(), fh, 1, whole); err != nil {
+	if err := c.Unlock(context.Background(), alice, fh, 1, whole); err != nil {
 		t.Fatalf("owner 1 UNLOCK: %v", err)
 	}
 	select {
@@ -313,7 +343,7 @@ func TestLockPollsWithoutCallback(t *testing.T) {
 func TestLockInterruptCancels(t *testing.T) {
 	p := startPeer(t)
 	c := p.dial(t, true)
-	if err := c.Lock(context.Background(), fh, 1, whole, true, false, nil); err != nil {
+	if err := c.Lock(context.Background(), alice, fh, 1, whole, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, interrupt := context.WithCancel(context.Background())
@@ -341,7 +371,7 @@ func TestLockInterruptCancels(t *testing.T) {
 	if p.count("CANCEL") != 1 {
 		t.Errorf("%d CANCELs, want 1 (calls %v)", p.count("CANCEL"), p.calls)
 	}
-	if err := c.Unlock(context.Background(), fh, 1, whole); err != nil {
+	if err := c.Unlock(context.Background(), alice, fh, 1, whole); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
@@ -362,7 +392,7 @@ func TestLockReclaimInGrace(t *testing.T) {
 	p := startPeer(t)
 	c := p.dial(t, false)
 	r := Range{100, 199}
-	if err := c.Lock(context.Background(), fh, 1, r, true, false, nil); err != nil {
+	if err := c.Lock(context.Background(), alice, fh, 1, r, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
@@ -375,7 +405,7 @@ func TestLockReclaimInGrace(t *testing.T) {
 		p.grace = false
 		p.mu.Unlock()
 	}()
-	if _, err := c.Test(context.Background(), fh, 2, whole, true); err != nil {
+	if _, err := c.Test(context.Background(), alice, fh, 2, whole, true); err != nil {
 		t.Fatalf("TEST across the grace period: %v", err)
 	}
 	p.mu.Lock()
@@ -385,6 +415,43 @@ func TestLockReclaimInGrace(t *testing.T) {
 	}
 	if p.holder[string(fh)] != p.reclaims[0].Svid {
 		t.Errorf("after the reclaim the server has holder %d, want the reclaimer %d", p.holder[string(fh)], p.reclaims[0].Svid)
+	}
+	if got := p.creds["LOCK(reclaim)"]; len(got) != 1 || !sameCred(got[0], alice) {
+		t.Errorf("the reclaim carried credentials %+v, want those the lock was taken with, %+v", got, *alice)
+	}
+}
+
+func sameCred(a sunrpc.Cred, b *sunrpc.Cred) bool {
+	return a.UID == b.UID && a.GID == b.GID && slices.Equal(a.Groups, b.Groups)
+}
+
+// TestLockCallsCarryTheFilesCredential: each call about a file carries the
+// credential of the file it is made through, as the kernel's client sends
+// (nfs_file_cred), and so succeeds on a server that opens the file with it
+// and refuses AUTH_NONE (knfsd since Linux 6.13).
+func TestLockCallsCarryTheFilesCredential(t *testing.T) {
+	p := startPeer(t)
+	c := p.dial(t, false)
+	bob := &sunrpc.Cred{UID: 1001, GID: 1001}
+	ctx := context.Background()
+	if err := c.Lock(ctx, alice, fh, 1, whole, true, false, nil); err != nil {
+		t.Fatalf("LOCK: %v (errno %v)", err, Errno(err))
+	}
+	if _, err := c.Test(ctx, bob, fh, 2, whole, true); err != nil {
+		t.Fatalf("TEST: %v (errno %v)", err, Errno(err))
+	}
+	if err := c.Unlock(ctx, alice, fh, 1, whole); err != nil {
+		t.Fatalf("UNLOCK: %v (errno %v)", err, Errno(err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, want := range []struct {
+		proc string
+		cred *sunrpc.Cred
+	}{{"LOCK", alice}, {"TEST", bob}, {"UNLOCK", alice}} {
+		if got := p.creds[want.proc]; len(got) != 1 || !sameCred(got[0], want.cred) {
+			t.Errorf("%s carried credentials %+v, want %+v", want.proc, got, *want.cred)
+		}
 	}
 }
 
@@ -397,7 +464,7 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	dial := func() *Client {
 		c, err := Dial(context.Background(), Config{
-			Dial: nfs3.DialConfig{Host: "127.0.0.1", Timeout: 5 * time.Second}, Port: p.port,
+			Dial: nfs3.DialConfig{Host: "127.0.0.1", Auth: testAuth, Timeout: 5 * time.Second}, Port: p.port,
 			CallerName: "testhost", StateDir: dir, Logf: t.Logf,
 		})
 		if err != nil {
@@ -408,7 +475,7 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 	live := dial()
 	defer live.Close()
 	liveFH := []byte("live-file")
-	if err := live.Lock(context.Background(), liveFH, 7, whole, true, false, nil); err != nil {
+	if err := live.Lock(context.Background(), alice, liveFH, 7, whole, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -417,17 +484,17 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 	dead.mu.Lock()
 	dead.callbacks = true // its waiting locks are queued on the server
 	dead.mu.Unlock()
-	if err := dead.Lock(context.Background(), fh, 1, Range{0, 9}, true, false, nil); err != nil {
+	if err := dead.Lock(context.Background(), alice, fh, 1, Range{0, 9}, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := []byte("other-file")
-	if err := live.Lock(context.Background(), other, 8, whole, true, false, nil); err != nil {
+	if err := live.Lock(context.Background(), alice, other, 8, whole, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	waitDone := make(chan error, 1)
-	go func() { waitDone <- dead.Lock(ctx, other, 2, whole, true, true, func() bool { return false }) }()
+	go func() { waitDone <- dead.Lock(ctx, alice, other, 2, whole, true, true, func() bool { return false }) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for p.count("LOCK(block)") == 0 {
 		if time.Now().After(deadline) {
@@ -463,7 +530,16 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 	if !liveHolds {
 		t.Error("recovery dropped the live client's lock")
 	}
-	if err := next.Lock(context.Background(), fh, 3, whole, true, false, nil); err != nil {
+	p.mu.Lock()
+	for _, proc := range []string{"CANCEL", "UNLOCK"} {
+		for _, got := range p.creds[proc] {
+			if !sameCred(got, alice) {
+				t.Errorf("recovery's %s carried credentials %+v, want those of the file the lock was taken through, %+v", proc, got, *alice)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if err := next.Lock(context.Background(), alice, fh, 3, whole, true, false, nil); err != nil {
 		t.Errorf("LOCK of the dead client's file after recovery: %v", err)
 	}
 }

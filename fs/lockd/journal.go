@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // A lock manager that restarts tells its servers so (SM_NOTIFY through
@@ -37,6 +38,9 @@ type journalEntry struct {
 	Length    uint64 `json:"length,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
 	Queued    bool   `json:"queued,omitempty"` // a LOCK queued on the server
+	// Cred is the credential of the file it was taken through, which
+	// the server opens the file with to drop it (absent: AUTH_NONE).
+	Cred *sunrpc.Cred `json:"cred,omitempty"`
 }
 
 // journalState is the content of a journal file.
@@ -87,12 +91,12 @@ func (c *Client) journalLocked() {
 		st.CallbackPort = c.cb.port
 	}
 	for k := range c.held {
-		st.Locks = append(st.Locks, journalEntry{FH: hex.EncodeToString([]byte(k.fh)), Svid: c.owners.bySvid[k.owner]})
+		st.Locks = append(st.Locks, journalEntry{FH: hex.EncodeToString([]byte(k.fh)), Svid: c.owners.bySvid[k.owner], Cred: c.creds[k]})
 	}
 	for w := range c.waiters {
 		if w.queued {
 			st.Locks = append(st.Locks, journalEntry{FH: hex.EncodeToString([]byte(w.fh)), Svid: w.svid,
-				Offset: w.off, Length: w.n, Exclusive: w.exclusive, Queued: true})
+				Offset: w.off, Length: w.n, Exclusive: w.exclusive, Queued: true, Cred: w.cred})
 		}
 	}
 	b, _ := json.Marshal(&st)
@@ -181,7 +185,7 @@ func (c *Client) recoverJournal(ctx context.Context, name string) (int, error) {
 			args := nlm.CancelArgs{Cookie: c.cookie(), Block: true, Exclusive: e.Exclusive,
 				Lock: nlm.Lock{CallerName: caller, FH: fh, Owner: oh, Svid: e.Svid, Offset: e.Offset, Length: e.Length}}
 			var res nlm.Res
-			if err := c.call(cctx, nlm.ProcCancel, &args, &res); err != nil {
+			if err := c.call(cctx, e.Cred, nlm.ProcCancel, &args, &res); err != nil {
 				return dropped, err
 			}
 		}
@@ -191,7 +195,7 @@ func (c *Client) recoverJournal(ctx context.Context, name string) (int, error) {
 		}
 		args := nlm.UnlockArgs{Cookie: c.cookie(), Lock: nlm.Lock{CallerName: caller, FH: fh, Owner: oh, Svid: e.Svid}}
 		var res nlm.Res
-		if err := c.call(cctx, nlm.ProcUnlock, &args, &res); err != nil {
+		if err := c.call(cctx, e.Cred, nlm.ProcUnlock, &args, &res); err != nil {
 			return dropped, err
 		}
 		unlocked[k] = true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // A server that restarts forgets every lock, then, for its grace period
@@ -64,13 +65,14 @@ func (c *Client) startReclaim(why string) {
 	done := make(chan struct{})
 	c.grace = done
 	type one struct {
-		key heldKey
-		seg segment
+		key  heldKey
+		cred *sunrpc.Cred
+		seg  segment
 	}
 	var all []one
 	for k, h := range c.held {
 		for _, s := range h {
-			all = append(all, one{k, s})
+			all = append(all, one{k, c.creds[k], s})
 		}
 	}
 	c.mu.Unlock()
@@ -91,7 +93,7 @@ func (c *Client) startReclaim(why string) {
 			l := c.nlmLock([]byte(o.key.fh), o.key.owner, o.seg.Range)
 			args := nlm.LockArgs{Cookie: c.cookie(), Exclusive: o.seg.Exclusive, Lock: l, Reclaim: true, State: c.state()}
 			var res nlm.Res
-			if err := c.call(ctx, nlm.ProcLock, &args, &res); err != nil || res.Stat != nlm.StatGranted {
+			if err := c.call(ctx, o.cred, nlm.ProcLock, &args, &res); err != nil || res.Stat != nlm.StatGranted {
 				lost++
 				c.logf("lockd: reclaim of a lock (svid %d, bytes %d-%d) failed: %v %v", l.Svid, o.seg.Start, o.seg.End, res.Stat, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/nfs3/nlm"
+	"github.com/rdmafs/rdmafs/sunrpc"
 )
 
 // How a waiting lock learns that it is granted. The server grants a
@@ -47,6 +48,7 @@ type waiter struct {
 	svid      int32
 	off, n    uint64
 	exclusive bool
+	cred      *sunrpc.Cred  // the file's: the journal's CANCEL sends it
 	queued    bool          // asked the server to queue it (block)
 	granted   chan struct{} // closed by the GRANTED callback
 }
@@ -66,19 +68,20 @@ type Interrupted func() bool
 // whether its caller has a signal pending.
 const interruptPoll = 100 * time.Millisecond
 
-// Lock takes owner's lock on r of fh, a write lock if exclusive. Without
+// Lock takes owner's lock on r of fh, opened with cred, a write lock if
+// exclusive. Without
 // wait it fails with a *StatError of NLM4_DENIED (Errno: EAGAIN) when
 // another owner holds a conflicting lock. With wait it waits for the lock
 // until it is granted or interrupted says the caller has a signal; then it
 // sends CANCEL and returns an error whose Errno is EINTR.
-func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exclusive, wait bool, interrupted Interrupted) error {
+func (c *Client) Lock(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner uint64, r Range, exclusive, wait bool, interrupted Interrupted) error {
 	key := heldKey{string(fh), owner}
 	poll, pollMax, queue := c.pollPolicy()
 	block := wait && queue
 	c.mu.Lock()
 	l := c.lockLocked(fh, owner, r)
 	w := &waiter{fh: key.fh, owner: owner, svid: l.Svid, off: l.Offset, n: l.Length, exclusive: exclusive,
-		queued: block, granted: make(chan struct{})}
+		cred: cloneCred(cred), queued: block, granted: make(chan struct{})}
 	if wait {
 		c.waiters[w] = struct{}{}
 		if block {
@@ -110,17 +113,17 @@ func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exc
 	for {
 		args := nlm.LockArgs{Cookie: c.cookie(), Block: block, Exclusive: exclusive, Lock: l, State: c.state()}
 		var res nlm.Res
-		err := c.call(callCtx, nlm.ProcLock, &args, &res)
+		err := c.call(callCtx, cred, nlm.ProcLock, &args, &res)
 		if err != nil {
 			if callCtx.Err() != nil {
-				c.cancel(ctx, key, r, &l, exclusive, block)
+				c.cancel(ctx, cred, key, r, &l, exclusive, block)
 				return errInterrupted
 			}
 			return err
 		}
 		switch res.Stat {
 		case nlm.StatGranted:
-			c.setHeld(key, r, exclusive, false)
+			c.setHeld(key, cred, r, exclusive, false)
 			return nil
 		case nlm.StatDeniedGracePeriod:
 			if err := c.graceWait(callCtx); err != nil {
@@ -144,13 +147,13 @@ func (c *Client) Lock(ctx context.Context, fh []byte, owner uint64, r Range, exc
 		select {
 		case <-w.granted:
 			t.Stop()
-			c.setHeld(key, r, exclusive, false)
+			c.setHeld(key, cred, r, exclusive, false)
 			return nil
 		case <-t.C:
 		case <-callCtx.Done():
 			t.Stop()
 			if block {
-				c.cancel(ctx, key, r, &l, exclusive, block)
+				c.cancel(ctx, cred, key, r, &l, exclusive, block)
 			}
 			return errInterrupted
 		case <-c.quit:
@@ -192,13 +195,13 @@ func (c *Client) watchInterrupt(ctx context.Context, interrupted Interrupted, ca
 // still queued: after an interrupted F_SETLKW the owner holds nothing of
 // that range, as with the kernel's client ("ensure that we remove the lock
 // altogether").
-func (c *Client) cancel(ctx context.Context, key heldKey, r Range, l *nlm.Lock, exclusive, block bool) {
+func (c *Client) cancel(ctx context.Context, cred *sunrpc.Cred, key heldKey, r Range, l *nlm.Lock, exclusive, block bool) {
 	cctx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer done()
 	if block {
 		args := nlm.CancelArgs{Cookie: c.cookie(), Block: block, Exclusive: exclusive, Lock: *l}
 		var res nlm.Res
-		err := c.call(cctx, nlm.ProcCancel, &args, &res)
+		err := c.call(cctx, cred, nlm.ProcCancel, &args, &res)
 		if err == nil && res.Stat == nlm.StatGranted {
 			return // withdrawn while still queued
 		}
@@ -208,11 +211,11 @@ func (c *Client) cancel(ctx context.Context, key heldKey, r Range, l *nlm.Lock, 
 	}
 	un := nlm.UnlockArgs{Cookie: c.cookie(), Lock: *l}
 	var ures nlm.Res
-	if err := c.call(cctx, nlm.ProcUnlock, &un, &ures); err != nil {
+	if err := c.call(cctx, cred, nlm.ProcUnlock, &un, &ures); err != nil {
 		c.logf("lockd: UNLOCK after an interrupted lock: %v", err)
 		return
 	}
-	c.setHeld(key, r, false, true)
+	c.setHeld(key, cred, r, false, true)
 }
 
 // granted is the GRANTED callback: it wakes the waiter of l and tells
