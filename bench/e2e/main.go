@@ -8,8 +8,12 @@
 // same figure moves by up to 2x in a few minutes).
 //
 // Mounts (columns): knfs-rdma (mount -t nfs -o vers=3,proto=rdma,port=20049),
-// knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o proto=tcp,vers=3) and
-// rdmafs-rdma (proto=rdma); a column rdmafs-rdma@NAME=VALUE is an rdmafs
+// knfs-rdma-nconnect4 (the same with nconnect=4: four connections, the
+// kernel client's answer to parallel I/O, a second reference for the
+// parallel row), knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o
+// proto=tcp,vers=3) and rdmafs-rdma (proto=rdma); each rdmafs mount logs
+// the FUSE channel it got (io_uring where the kernel offers it, else
+// /dev/fuse). A column rdmafs-rdma@NAME=VALUE is an rdmafs
 // mount whose process runs with NAME=VALUE in its environment
 // (GOMAXPROCS=1, say), to weigh a setting side by side.
 //
@@ -352,6 +356,8 @@ func makeTargets(c config) []target {
 		switch base {
 		case "knfs-rdma":
 			t.mount, t.umnt = knfs("vers=3,proto=rdma,port=20049"), umount
+		case "knfs-rdma-nconnect4":
+			t.mount, t.umnt = knfs("vers=3,proto=rdma,port=20049,nconnect=4"), umount
 		case "knfs-tcp":
 			t.mount, t.umnt = knfs("vers=3,proto=tcp"), umount
 		case "rdmafs-tcp", "rdmafs-rdma":

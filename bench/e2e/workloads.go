@@ -198,7 +198,26 @@ func mountTarget(c config, tg target, workName string) (*mount, error) {
 		os.Remove(dir)
 		return nil, err
 	}
+	if tg.rdmafs {
+		fmt.Printf("=== bench-e2e: %s serves FUSE through %s\n", tg.name, fuseChannel(c, dir))
+	}
 	return mt, nil
+}
+
+// fuseChannel is the FUSE channel of the rdmafs mount on dir, as `rdmafs
+// stats -json` reports it ("io_uring" or "dev").
+func fuseChannel(c config, dir string) string {
+	out, err := exec.Command(c.rdmafs, "stats", "-json", dir).Output()
+	if err != nil {
+		return fmt.Sprintf("(rdmafs stats: %v)", err)
+	}
+	var st struct {
+		FuseChannel string `json:"fuse_channel"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || st.FuseChannel == "" {
+		return "(rdmafs stats -json names no fuse_channel)"
+	}
+	return st.FuseChannel
 }
 
 func unitOf(key string) string {
