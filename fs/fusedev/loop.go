@@ -10,11 +10,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// opRead is FUSE_READ, the request whose reply carries a large payload.
-const opRead = 15
+// The requests whose replies may be as large as the largest READ: READ,
+// and a directory listing, for which the kernel asks as much as the
+// caller's getdents64 buffer holds, up to max_pages pages, in newer
+// kernels (6.18 and 7.3 do; 6.1 asked for one page).
+const (
+	opRead        = 15 // FUSE_READ
+	opReaddir     = 28 // FUSE_READDIR
+	opReaddirplus = 44 // FUSE_READDIRPLUS
+)
 
-// smallReply bounds every reply but READ's: a directory listing or an
-// extended attribute (64 KiB at most), with its headers.
+// largeReply reports whether request in may have a reply as large as the
+// largest READ.
+func largeReply(in []byte) bool {
+	if len(in) < inHeaderSize {
+		return false
+	}
+	switch binary.LittleEndian.Uint32(in[4:]) {
+	case opRead, opReaddir, opReaddirplus:
+		return true
+	}
+	return false
+}
+
+// smallReply bounds every other reply: an extended attribute (64 KiB at
+// most) with its headers.
 const smallReply = 64<<10 + 4096
 
 // Config is what Serve needs.
@@ -37,7 +57,7 @@ type Loop struct {
 	server *fuse.ProtocolServer
 	logf   func(format string, args ...any)
 	inSize int
-	reads  sync.Pool // *[]byte: READ reply buffers, only while answering
+	reads  sync.Pool // *[]byte: large reply buffers, only while answering
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -112,7 +132,7 @@ func (l *Loop) read() {
 // /dev/fuse; inIov and outIov are the reader's one-element iovs.
 func (l *Loop) answer(in, small []byte, inIov, outIov [][]byte) {
 	out := small
-	if len(in) >= inHeaderSize && binary.LittleEndian.Uint32(in[4:]) == opRead {
+	if largeReply(in) {
 		// The data lands in place in the reply (go-fuse hands the
 		// file system this buffer), so it is one piece.
 		b := l.reads.Get().(*[]byte)

@@ -3,6 +3,7 @@ package fusedev
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -135,5 +136,96 @@ func TestLoopServesAndEnds(t *testing.T) {
 	}
 	if n := countReaders(); n != 0 {
 		t.Errorf("%d readers after the unmount", n)
+	}
+}
+
+// bigDir is a directory of many entries with long names: its listing is
+// far more than 64 KiB.
+type bigDir struct{ gofs.Inode }
+
+var _ = (gofs.NodeOnAdder)((*bigDir)(nil))
+
+const bigDirEntries = 2000
+
+func bigDirName(i int) string { return strconv.Itoa(i) + "-" + strings.Repeat("n", 200) }
+
+func (d *bigDir) OnAdd(ctx context.Context) {
+	for i := range bigDirEntries {
+		f := d.NewPersistentInode(ctx, &gofs.MemRegularFile{Attr: fuse.Attr{Mode: 0o444}}, gofs.StableAttr{})
+		d.AddChild(bigDirName(i), f, false)
+	}
+}
+
+// TestLoopListsLargeDirectory: a listing read with a large getdents64
+// buffer comes through whole. Newer kernels (6.18, 7.3) ask for as much of
+// a directory as the caller's buffer holds (up to max_pages pages), far
+// more than 64 KiB; the loop answered such a READDIRPLUS with EIO, so `ls`
+// of every directory failed ("reading directory: Input/output error").
+func TestLoopListsLargeDirectory(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		t.Fatalf("needs root and /dev/fuse (%v)", err)
+	}
+	mnt := t.TempDir()
+	opts := &gofs.Options{}
+	opts.MaxWrite = 1 << 20
+	opts.DisableSplice = true
+	raw := gofs.NewNodeFS(&bigDir{}, opts)
+	before := devFDs(t)
+	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devFD := -1
+	for fd := range devFDs(t) {
+		if !before[fd] {
+			devFD = fd
+		}
+	}
+	if devFD < 0 {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatal("no new /dev/fuse descriptor after the mount")
+	}
+	ps := fuse.NewProtocolServer(raw, &opts.MountOptions)
+	if err := Initialize(ps, server.KernelSettings()); err != nil {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatal(err)
+	}
+	loop, err := Serve(Config{DevFD: devFD, Server: ps, Readers: 2, MaxWrite: opts.MaxWrite, MaxRead: 1 << 20})
+	if err != nil {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Unmount(mnt, unix.MNT_DETACH)
+		loop.Close()
+	})
+	if err := server.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.Open(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	buf := make([]byte, 1<<20)
+	names := 0
+	for {
+		n, err := unix.Getdents(int(dir.Fd()), buf)
+		if err != nil {
+			t.Fatalf("getdents64 of a directory of %d entries after %d of them: %v", bigDirEntries, names, err)
+		}
+		if n == 0 {
+			break
+		}
+		for off := 0; off < n; {
+			reclen := int(binary.LittleEndian.Uint16(buf[off+16:]))
+			if name := unix.ByteSliceToString(buf[off+19 : off+reclen]); name != "." && name != ".." {
+				names++
+			}
+			off += reclen
+		}
+	}
+	if names != bigDirEntries {
+		t.Errorf("listed %d entries, want %d", names, bigDirEntries)
 	}
 }
