@@ -11,9 +11,10 @@
 // knfs-rdma-nconnect4 (the same with nconnect=4: four connections, the
 // kernel client's answer to parallel I/O, a second reference for the
 // parallel row), knfs-tcp (vers=3,proto=tcp), rdmafs-tcp (rdmafs -o
-// proto=tcp,vers=3) and rdmafs-rdma (proto=rdma); each rdmafs mount logs
-// the FUSE channel it got (io_uring where the kernel offers it, else
-// /dev/fuse). A column rdmafs-rdma@NAME=VALUE is an rdmafs
+// proto=tcp,vers=3) and rdmafs-rdma (proto=rdma), and rdmafs-tcp-dev and
+// rdmafs-rdma-dev, the same with noio_uring after -rdmafs-o (so that
+// -rdmafs-o io_uring weighs the FUSE channels side by side); each rdmafs
+// mount logs the FUSE channel it got. A column rdmafs-rdma@NAME=VALUE is an rdmafs
 // mount whose process runs with NAME=VALUE in its environment
 // (GOMAXPROCS=1, say), to weigh a setting side by side.
 //
@@ -325,9 +326,12 @@ func makeTargets(c config) []target {
 			return command(2*time.Minute, nil, "mount", "-t", "nfs", "-o", opts, src, dir)
 		}
 	}
-	rdmafs := func(opts string, variant []string) func(string, []string) error {
+	rdmafs := func(opts string, dev bool, variant []string) func(string, []string) error {
 		if c.rdmafsOpts != "" {
 			opts += "," + c.rdmafsOpts
+		}
+		if dev {
+			opts += ",noio_uring"
 		}
 		return func(dir string, env []string) error {
 			return command(2*time.Minute, append(env, variant...), c.rdmafs, "-o", opts, src, dir)
@@ -360,10 +364,12 @@ func makeTargets(c config) []target {
 			t.mount, t.umnt = knfs("vers=3,proto=rdma,port=20049,nconnect=4"), umount
 		case "knfs-tcp":
 			t.mount, t.umnt = knfs("vers=3,proto=tcp"), umount
-		case "rdmafs-tcp", "rdmafs-rdma":
-			proto := strings.TrimPrefix(base, "rdmafs-")
+		case "rdmafs-tcp", "rdmafs-rdma", "rdmafs-tcp-dev", "rdmafs-rdma-dev":
+			// -dev: FUSE through /dev/fuse whatever -rdmafs-o says (a
+			// column to weigh FUSE over io_uring against)
+			proto, dev := strings.CutSuffix(strings.TrimPrefix(base, "rdmafs-"), "-dev")
 			t.rdmafs = true
-			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3", env), fuseUmount
+			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3", dev, env), fuseUmount
 			if c.rdmafs == "" {
 				fatalf("target %s: RDMAFS_BIN is unset: run inside the e2e test system (make bench-e2e), which builds rdmafs", name)
 			}
