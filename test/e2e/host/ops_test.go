@@ -2,11 +2,13 @@ package host
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -123,6 +125,43 @@ func TestDirectory20000(t *testing.T) {
 	st, err := os.Stat(filepath.Join(mnt, "big", "entry-with-a-longer-name-012345"))
 	if err != nil || !st.Mode().IsRegular() {
 		t.Errorf("stat of a listed entry: %v %v", st, err)
+	}
+	// ls -l, and a getdents64 with a 1 MiB buffer: newer kernels ask
+	// FUSE for as much of a listing as the buffer holds.
+	out, err := exec.Command("ls", "-l", filepath.Join(mnt, "big")).Output()
+	if lines := bytes.Count(out, []byte("\n")); err != nil || lines != n+1 {
+		t.Errorf("ls -l: %d lines, want %d (%v)", lines, n+1, err)
+	}
+	if got, err := getdentsNames(filepath.Join(mnt, "big"), 1<<20); err != nil || got != n {
+		t.Errorf("getdents64 with a 1 MiB buffer: %d names, want %d (%v)", got, n, err)
+	}
+}
+
+// getdentsNames counts the names in directory dir but . and .., read by
+// getdents64 with a buffer of size bytes.
+func getdentsNames(dir string, size int) (int, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	names := 0
+	for {
+		n, err := unix.Getdents(int(f.Fd()), buf)
+		if err != nil {
+			return names, err
+		}
+		if n == 0 {
+			return names, nil
+		}
+		for off := 0; off < n; {
+			reclen := int(binary.LittleEndian.Uint16(buf[off+16:]))
+			if name := unix.ByteSliceToString(buf[off+19 : off+reclen]); name != "." && name != ".." {
+				names++
+			}
+			off += reclen
+		}
 	}
 }
 
