@@ -44,12 +44,10 @@ type Client struct {
 	rpc    *sunrpc.Client
 	caller []byte
 
-	mu     sync.Mutex
-	owners owners
-	held   map[heldKey]heldSet // by file and owner
-	// creds holds, for each entry of held, the credential of the file
-	// the locks were taken through, which their reclaim sends again.
-	creds   map[heldKey]*sunrpc.Cred
+	mu      sync.Mutex
+	owners  owners
+	held    map[heldKey]heldSet      // by file and owner
+	creds   map[heldKey]*sunrpc.Cred // of held's files, which a reclaim sends again
 	waiters map[*waiter]struct{}
 	grace   chan struct{} // closed when a reclaim ends; nil: none under way
 
@@ -213,10 +211,10 @@ func fromNLM(off, n uint64) Range {
 //
 // A call about a file carries the credential of the process that opened
 // the file, as the kernel's client sends (nfs_file_cred): the server opens
-// the file with it to lock it, and knfsd since Linux 6.13 refuses AUTH_NONE
-// there (its NLM calls are checked against the export's security flavors),
-// and always checked that it may read the file, or write it for a write
-// lock, unless it owns it. A nil cred sends AUTH_NONE.
+// the file with it to lock it, checking that the caller may (or owns the
+// file), and since Linux 6.13 it refuses AUTH_NONE there (its NLM calls
+// are checked against the export's security flavors). A nil cred sends
+// AUTH_NONE.
 func (c *Client) call(ctx context.Context, cred *sunrpc.Cred, proc uint32, args, res nlm.Message) error {
 	call := c.rpc.NewCall(proc, cred)
 	defer call.Release()
