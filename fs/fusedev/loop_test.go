@@ -53,19 +53,19 @@ func countReaders() int {
 	return strings.Count(string(buf), "fusedev.(*Loop).read(")
 }
 
-// TestLoopServesAndEnds: a mount served by the loop answers lookups and
-// READs larger than every other reply (the data comes through whole),
-// keeps Readers readers, and the readers end at unmount.
-func TestLoopServesAndEnds(t *testing.T) {
+// serveLoop mounts root with go-fuse's server (which answers INIT) and
+// serves its requests with a Loop of readers, for payloads of maxIO bytes;
+// the test's end unmounts it, if the test did not.
+func serveLoop(t *testing.T, root gofs.InodeEmbedder, maxIO, readers int) (string, *Loop) {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
 		t.Fatalf("needs root and /dev/fuse (%v)", err)
 	}
-	content := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB
 	mnt := t.TempDir()
 	opts := &gofs.Options{}
-	opts.MaxWrite = 128 << 10
+	opts.MaxWrite = maxIO
 	opts.DisableSplice = true
-	raw := gofs.NewNodeFS(&testRoot{content: content}, opts)
+	raw := gofs.NewNodeFS(root, opts)
 	before := devFDs(t)
 	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
@@ -86,23 +86,36 @@ func TestLoopServesAndEnds(t *testing.T) {
 		syscall.Unmount(mnt, unix.MNT_DETACH)
 		t.Fatal(err)
 	}
-	const readers = 3
-	loop, err := Serve(Config{DevFD: devFD, Server: ps, Readers: readers, MaxWrite: opts.MaxWrite, MaxRead: 128 << 10})
+	loop, err := Serve(Config{DevFD: devFD, Server: ps, Readers: readers, MaxWrite: maxIO, MaxRead: maxIO})
 	if err != nil {
 		syscall.Unmount(mnt, unix.MNT_DETACH)
 		t.Fatal(err)
 	}
-	mounted := true
 	t.Cleanup(func() {
-		if mounted {
-			syscall.Unmount(mnt, unix.MNT_DETACH)
-		}
+		syscall.Unmount(mnt, unix.MNT_DETACH) // EINVAL if the test unmounted it
 		loop.Close()
 	})
 	if err := server.WaitMount(); err != nil {
 		t.Fatal(err)
 	}
+	// go-fuse's server owns the mount's first descriptor in an
+	// os.File, which a finalizer closes once the server is garbage: a
+	// later test's mount could then get the same number, and devFDs
+	// would not see it as new. The servers live as long as the tests.
+	servers = append(servers, server)
+	return mnt, loop
+}
 
+// servers are the tests' go-fuse servers, kept (see serveLoop).
+var servers []*fuse.Server
+
+// TestLoopServesAndEnds: a mount served by the loop answers lookups and
+// READs larger than every other reply (the data comes through whole),
+// keeps Readers readers, and the readers end at unmount.
+func TestLoopServesAndEnds(t *testing.T) {
+	content := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB
+	const readers = 3
+	mnt, loop := serveLoop(t, &testRoot{content: content}, 128<<10, readers)
 	f, err := os.OpenFile(filepath.Join(mnt, "data"), os.O_RDONLY|syscall.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +139,6 @@ func TestLoopServesAndEnds(t *testing.T) {
 	if err := syscall.Unmount(mnt, 0); err != nil {
 		t.Fatal(err)
 	}
-	mounted = false
 	ended := make(chan struct{})
 	go func() { loop.Wait(); close(ended) }()
 	select {
@@ -162,46 +174,7 @@ func (d *bigDir) OnAdd(ctx context.Context) {
 // more than 64 KiB; the loop answered such a READDIRPLUS with EIO, so `ls`
 // of every directory failed ("reading directory: Input/output error").
 func TestLoopListsLargeDirectory(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		t.Fatalf("needs root and /dev/fuse (%v)", err)
-	}
-	mnt := t.TempDir()
-	opts := &gofs.Options{}
-	opts.MaxWrite = 1 << 20
-	opts.DisableSplice = true
-	raw := gofs.NewNodeFS(&bigDir{}, opts)
-	before := devFDs(t)
-	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	devFD := -1
-	for fd := range devFDs(t) {
-		if !before[fd] {
-			devFD = fd
-		}
-	}
-	if devFD < 0 {
-		syscall.Unmount(mnt, unix.MNT_DETACH)
-		t.Fatal("no new /dev/fuse descriptor after the mount")
-	}
-	ps := fuse.NewProtocolServer(raw, &opts.MountOptions)
-	if err := Initialize(ps, server.KernelSettings()); err != nil {
-		syscall.Unmount(mnt, unix.MNT_DETACH)
-		t.Fatal(err)
-	}
-	loop, err := Serve(Config{DevFD: devFD, Server: ps, Readers: 2, MaxWrite: opts.MaxWrite, MaxRead: 1 << 20})
-	if err != nil {
-		syscall.Unmount(mnt, unix.MNT_DETACH)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Unmount(mnt, unix.MNT_DETACH)
-		loop.Close()
-	})
-	if err := server.WaitMount(); err != nil {
-		t.Fatal(err)
-	}
+	mnt, _ := serveLoop(t, &bigDir{}, 1<<20, 2)
 	dir, err := os.Open(mnt)
 	if err != nil {
 		t.Fatal(err)
