@@ -40,6 +40,12 @@ func (f *FS) setAttr(obj *object, a *nfs3.Fattr) {
 // truncate. The kernel client orders attribute updates so too (its
 // attribute generation counter, and the ctime). setAttr always applies.
 func (f *FS) setAttrSince(obj *object, a *nfs3.Fattr, since uint64) {
+	f.applyAttr(obj, a, since, nil)
+}
+
+// applyAttr is setAttrSince for the attributes a after a change this
+// client made, whose attributes before it were before (nil if unknown).
+func (f *FS) applyAttr(obj *object, a *nfs3.Fattr, since uint64, before *nfs3.WccAttr) {
 	lo, hi := f.acBounds(obj.typ)
 	gen := f.attrGen.Add(1)
 	obj.mu.Lock()
@@ -48,7 +54,10 @@ func (f *FS) setAttrSince(obj *object, a *nfs3.Fattr, since uint64) {
 		return
 	}
 	obj.attrGen = gen
-	if obj.attrExpires.IsZero() || a.Mode != obj.attr.Mode || a.UID != obj.attr.UID || a.GID != obj.attr.GID || a.Ctime != obj.attr.Ctime {
+	// A change whose ctime before is the cached one is this client's
+	// own, and did not touch what the ctime would tell of otherwise.
+	own := before != nil && before.Ctime == obj.attr.Ctime
+	if obj.attrExpires.IsZero() || a.Mode != obj.attr.Mode || a.UID != obj.attr.UID || a.GID != obj.attr.GID || (a.Ctime != obj.attr.Ctime && !own) {
 		// Who may do what follows from these; a server that keeps
 		// ACLs changes the ctime when it changes one.
 		obj.access.clear()
@@ -65,13 +74,21 @@ func (f *FS) setAttrSince(obj *object, a *nfs3.Fattr, since uint64) {
 }
 
 // setWcc records what an operation says of obj's attributes afterwards;
-// without them, the cached ones are stale.
+// without them, the cached ones are stale. When its attributes before are
+// the cached ones, the change is this client's own, as the kernel client
+// takes it (nfs_wcc_update_inode): obj keeps its cached permissions and
+// ACLs, which every create in a directory would otherwise drop (the
+// directory's ctime moves), so that the next create asked GETACL again.
 func (f *FS) setWcc(obj *object, w *nfs3.Wcc) {
-	if w.HasAfter {
-		f.setAttr(obj, &w.After)
-	} else {
+	if !w.HasAfter {
 		f.invalidate(obj)
+		return
 	}
+	var before *nfs3.WccAttr
+	if w.HasBefore {
+		before = &w.Before
+	}
+	f.applyAttr(obj, &w.After, math.MaxUint64, before)
 }
 
 // invalidate makes the next getattr of obj ask the server.
