@@ -401,7 +401,11 @@ func (b *bench) setup() {
 		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-uring", fmt.Sprintf("io_uring,port=%d,mountport=%d", b.port, b.port), rdmafs})
 	}
 	if *baseline != "" {
-		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-baseline", mounts[0].opts, *baseline})
+		// Without noio_uring, which builds older than the io_uring
+		// channel refuse: those serve through /dev/fuse, and so does
+		// every later build by default.
+		opts := strings.TrimPrefix(mounts[0].opts, "noio_uring,")
+		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-baseline", opts, *baseline})
 	}
 	for _, c := range mounts {
 		mnt := filepath.Join(b.dir, c.name)
