@@ -14,7 +14,7 @@
 //
 //	ring.go     io_uring: setup, the mapped rings, submission, reaping
 //	worker.go   a worker: one ring entry of a CPU's queue, its buffers,
-//	            and the thread that answers its requests
+//	            and the goroutine that answers its requests
 //	channel.go  the queues of one mount: start, teardown
 package fuseuring
 
@@ -103,7 +103,7 @@ func Start(cfg Config) (*Channel, error) {
 	// (num_possible_cpus) and switches to the ring only when each has an
 	// entry; requests go to the queue of the CPU their caller runs on.
 	// A CPU not online gets one entry: machines often allow far more
-	// CPUs than they have, and each entry is a thread.
+	// CPUs than they have, and each idle entry holds a thread.
 	for qid := range len(possible) {
 		n := 1
 		if online[qid] {

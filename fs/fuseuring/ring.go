@@ -55,7 +55,7 @@ type cqe struct {
 }
 
 // ring is one io_uring with 128-byte submission entries, used by one
-// thread only (worker.go says why).
+// goroutine only, whose thread submits and waits (worker.go says why).
 type ring struct {
 	fd int
 
@@ -116,7 +116,7 @@ func newRing(entries uint32) (*ring, error) {
 
 // push fills the next submission entry with fill, for the next enter to
 // hand to the kernel. It reports false if the submission ring is full.
-// Only the ring's own thread calls it (worker.go).
+// Only the ring's worker calls it (worker.go).
 func (r *ring) push(fill func(sqe []byte)) bool {
 	tail := *r.sqTail
 	if tail-atomic.LoadUint32(r.sqHead) >= r.sqEntries {
