@@ -204,7 +204,8 @@ var table = []option{
 	flagPair(groupFUSE, "noio_uring", "io_uring",
 		"io_uring: where the kernel offers FUSE over io_uring (fuse module parameter enable_uring), take the requests "+
 			"through per-CPU io_uring queues instead of reading /dev/fuse; noio_uring: always /dev/fuse "+
-			"(the default for now: 4 KiB random reads are slower through the ring)",
+			"(the default: through the ring, a program waiting on a stopped or hung rdmafs cannot be killed, "+
+			"and the ring is no faster yet)",
 		func(o *Options) *bool { return &o.IOURing }),
 	number(groupFUSE, "io_uring_q_depth", "ring entries per CPU queue with io_uring: requests of one CPU in flight at once",
 		numSpec{lo: 1, hi: 1024},

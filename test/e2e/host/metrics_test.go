@@ -367,6 +367,12 @@ func TestNodeExporterTextfile(t *testing.T) {
 // for it as long as it stayed stuck, and a scrape timed out.
 func TestStatsSkipsStuckMount(t *testing.T) {
 	needHost(t)
+	if strings.Contains(os.Getenv(mountOptsEnv), "io_uring") {
+		// The kernel cannot take back a request it has put in a ring
+		// entry: the report's read of the stopped daemon's mount, and
+		// the report with it, would wait until the daemon goes on.
+		t.Skip("through FUSE over io_uring a stopped daemon's mount cannot be left out (README)")
+	}
 	good := rdmaMountWithTraffic(t)
 	s := startServer(t, "", 0, "no_root_squash")
 	stuck := s.mount(t)
