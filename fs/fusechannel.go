@@ -44,6 +44,10 @@ type fuseChannel struct {
 	dir   string             // where it is mounted
 	dev   *fusedev.Loop      // the /dev/fuse readers; nil: go-fuse's loop
 	uring *fuseuring.Channel // the io_uring queues, if any
+	// name is ChannelIOURing from before the queues start (their
+	// workers answer requests before Start returns, a stats request
+	// among them) unless they fail to; ChannelDev otherwise.
+	name string
 }
 
 // FUSEChannel returns how the mount's requests come: ChannelIOURing or
@@ -51,10 +55,10 @@ type fuseChannel struct {
 func (f *FS) FUSEChannel() string {
 	f.channel.mu.Lock()
 	defer f.channel.mu.Unlock()
-	if f.channel.uring != nil {
-		return ChannelIOURing
+	if f.channel.name == "" {
+		return ChannelDev
 	}
-	return ChannelDev
+	return f.channel.name
 }
 
 // CloseFUSEChannel frees the channel's queues, buffers and descriptors,
@@ -62,7 +66,7 @@ func (f *FS) FUSEChannel() string {
 func (f *FS) CloseFUSEChannel() {
 	f.channel.mu.Lock()
 	dev, uring := f.channel.dev, f.channel.uring
-	f.channel.uring = nil
+	f.channel.uring, f.channel.name = nil, ""
 	f.channel.mu.Unlock()
 	if dev != nil {
 		dev.Close()
@@ -127,6 +131,7 @@ func (f *FS) serveChannel(server *fuse.Server, dir string, raw fuse.RawFileSyste
 	readers := fuseReaders
 	var uring *fuseuring.Channel
 	if uringOffered {
+		f.setChannelName(ChannelIOURing)
 		// The queues go up before anything (WaitMount's first request)
 		// waits for them.
 		ch, err := fuseuring.Start(fuseuring.Config{
@@ -138,6 +143,7 @@ func (f *FS) serveChannel(server *fuse.Server, dir string, raw fuse.RawFileSyste
 			Logf:       f.cfg.Logf,
 		})
 		if err != nil {
+			f.setChannelName(ChannelDev)
 			f.logf("FUSE over io_uring: %v; serving /dev/fuse", err)
 		} else {
 			uring, readers = ch, uringDevReaders
@@ -155,12 +161,20 @@ func (f *FS) serveChannel(server *fuse.Server, dir string, raw fuse.RawFileSyste
 		if uring != nil {
 			uring.Close()
 		}
+		f.setChannelName(ChannelDev)
 		return err
 	}
 	f.channel.mu.Lock()
 	f.channel.dir, f.channel.dev, f.channel.uring = dir, dev, uring
 	f.channel.mu.Unlock()
 	return nil
+}
+
+// setChannelName sets what FUSEChannel reports.
+func (f *FS) setChannelName(name string) {
+	f.channel.mu.Lock()
+	f.channel.name = name
+	f.channel.mu.Unlock()
 }
 
 // Wait waits until the kernel has let go of the mount.
