@@ -29,12 +29,24 @@ func (r *ReadResult) Release() {
 // Read reads up to count bytes of fh at off into res; the caller must
 // Release res when it is done with res.Data, whatever the error.
 func (c *Client) Read(ctx context.Context, cred *sunrpc.Cred, fh *FH, off uint64, count uint32, res *ReadResult) error {
+	return c.read(ctx, cred, fh, off, count, nil, res)
+}
+
+// ReadInto is Read of len(dest) bytes that asks the transport to place
+// the data in dest (sunrpc.Call.ReplyInto): where it does, res.Data is a
+// prefix of dest, and otherwise it lies in the reply as Read's does.
+func (c *Client) ReadInto(ctx context.Context, cred *sunrpc.Cred, fh *FH, off uint64, dest []byte, res *ReadResult) error {
+	return c.read(ctx, cred, fh, off, uint32(len(dest)), dest, res)
+}
+
+func (c *Client) read(ctx context.Context, cred *sunrpc.Cred, fh *FH, off uint64, count uint32, into []byte, res *ReadResult) error {
 	call, e := c.start(ProcRead, cred)
 	res.call = call
 	putFH(&e, fh)
 	e.Uint64(off)
 	e.Uint32(count)
 	call.ReplyPayload = int(count)
+	call.ReplyInto = into
 	d, err := c.finish(ctx, call, e)
 	if err != nil {
 		return err

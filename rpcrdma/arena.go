@@ -182,6 +182,57 @@ func (a *Arena) setMaxSlabs(n int) {
 	a.limit.Store(int64(min(n*a.slabBlocks, len(a.blocks))))
 }
 
+// Limit lowers how many blocks calls may have to n (whole slabs): the
+// blocks mapped beyond are for Reserve.
+func (a *Arena) Limit(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.setMaxSlabs(max(a.minSlabs, (n+a.slabBlocks-1)/a.slabBlocks))
+}
+
+// Reservation is blocks handed out by Reserve.
+type Reservation struct {
+	a      *Arena
+	Blocks []*Block
+	slabs  int // how many more slabs the arena may activate for them
+}
+
+// Reserve hands out n blocks for as long as their holder lives (a FUSE
+// ring entry's buffer), on top of what calls may have: the arena may
+// activate that many blocks' slabs more, up to what it maps. It returns
+// nil, having taken nothing, if the arena cannot give them all.
+func (a *Arena) Reserve(n int) *Reservation {
+	r := &Reservation{a: a, Blocks: make([]*Block, 0, n), slabs: (n + a.slabBlocks - 1) / a.slabBlocks}
+	a.mu.Lock()
+	if a.maxSlabs+r.slabs > len(a.slabs) {
+		a.mu.Unlock()
+		return nil
+	}
+	a.setMaxSlabs(a.maxSlabs + r.slabs)
+	a.mu.Unlock()
+	for range n {
+		b := a.TryGetOrGrow()
+		if b == nil {
+			r.Release()
+			return nil
+		}
+		r.Blocks = append(r.Blocks, b)
+	}
+	return r
+}
+
+// Release gives the reserved blocks back, once nothing uses them.
+func (r *Reservation) Release() {
+	for _, b := range r.Blocks {
+		b.Release()
+	}
+	r.Blocks = nil
+	a := r.a
+	a.mu.Lock()
+	a.setMaxSlabs(max(a.minSlabs, a.maxSlabs-r.slabs))
+	a.mu.Unlock()
+}
+
 // Out is the number of blocks handed out.
 func (a *Arena) Out() int { return int(a.out.Load()) }
 

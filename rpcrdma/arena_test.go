@@ -164,3 +164,38 @@ func TestFixedArena(t *testing.T) {
 		t.Fatalf("took %d, want 5, and no growth", len(got))
 	}
 }
+
+// TestArenaReserve: an arena mapping 64 blocks limited to 32 for calls
+// hands out 16 more to Reserve while calls hold all 32; calls still get
+// no more than 32; what Reserve cannot give whole it does not give at
+// all; and Release puts the limit back.
+func TestArenaReserve(t *testing.T) {
+	h := &hooks{registered: map[int]bool{}}
+	a, err := NewGrowingArena(64, 4096, 8, 1, time.Minute, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Limit(32)
+	calls := take(a, 64)
+	if len(calls) != 32 {
+		t.Fatalf("calls took %d blocks with a limit of 32", len(calls))
+	}
+	r := a.Reserve(16)
+	if r == nil || len(r.Blocks) != 16 {
+		t.Fatalf("Reserve(16) with the calls' 32 out: %v", r)
+	}
+	if more := take(a, 8); len(more) != 0 {
+		t.Errorf("calls took %d blocks beyond their 32 once 16 were reserved", len(more))
+	}
+	if r2 := a.Reserve(24); r2 != nil {
+		t.Errorf("Reserve(24) with 16 blocks left unmapped gave %d", len(r2.Blocks))
+	}
+	if a.Out() != 48 || h.count() != 6 {
+		t.Errorf("%d blocks out, %d slabs registered; want 48 and 6", a.Out(), h.count())
+	}
+	r.Release()
+	if a.Len() != 32 || a.Out() != 32 {
+		t.Errorf("after Release: Len %d, %d out; want 32 and 32", a.Len(), a.Out())
+	}
+}

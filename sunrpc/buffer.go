@@ -34,6 +34,17 @@ type PayloadBuffers interface {
 	PayloadBuffer(n int) *Buffer
 }
 
+// ReplyBuffers is implemented by a transport that can place a reply's
+// payload (READ data) straight in memory of its own that a caller holds
+// for long (a FUSE ring entry's buffer), when the call names it as
+// Call.ReplyInto.
+type ReplyBuffers interface {
+	// ReserveReplyBuffers hands out n buffers of size bytes each, or
+	// nil when it cannot give them all. release gives them back, once
+	// no call names them any more.
+	ReserveReplyBuffers(n, size int) (bufs [][]byte, release func())
+}
+
 const (
 	minBufferShift = 12
 	maxBufferShift = 24

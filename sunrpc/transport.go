@@ -59,6 +59,13 @@ type Call struct {
 	// that a transport may place directly (READ data, a READLINK path); 0
 	// when the reply has none.
 	ReplyPayload int
+	// ReplyInto, when it is not nil, is where the caller wants that
+	// result (at least ReplyPayload bytes). A transport that can place
+	// the result there directly (RPC-over-RDMA, when ReplyInto lies in
+	// memory it handed out) makes Reply.Payload a prefix of it; one that
+	// cannot ignores it. Once RoundTrip has returned, whatever its
+	// error, the transport writes ReplyInto no more.
+	ReplyInto []byte
 	// ReplyMax bounds the size of the whole reply when it may be larger
 	// than an ordinary small reply (READDIRPLUS); 0 otherwise.
 	ReplyMax int

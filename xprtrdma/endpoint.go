@@ -46,7 +46,10 @@ type endpoint struct {
 	free     []*request
 	loopDone chan struct{} // closed when the completion loop ends
 	down     chan struct{} // closed when teardown has released everything
-	idle     *time.Timer
+	// fenced is closed once the queue pair is in the error state: no
+	// RDMA Write of the server lands in this client's memory any more.
+	fenced chan struct{}
+	idle   *time.Timer
 
 	hdr    rpcrdma.Header // the completion loop's header scratch
 	invWR  verbs.SendWR   // the completion loop's local invalidation (see request.sendWR)
@@ -62,7 +65,7 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 		return nil, err
 	}
 	ep := &endpoint{t: t, dev: dev, calls: sunrpc.NewPending[*request](sunrpc.KeepAbandoned),
-		loopDone: make(chan struct{}), down: make(chan struct{}), granted: 1}
+		loopDone: make(chan struct{}), down: make(chan struct{}), fenced: make(chan struct{}), granted: 1}
 	if err := ep.setup(ctx); err != nil {
 		ep.release()
 		return nil, err

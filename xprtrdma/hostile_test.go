@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ type hostileServer struct {
 	// answer makes the transport header and inline body of the reply to
 	// the call whose header is h; nil answers nothing.
 	answer func(h *rpcrdma.Header) []byte
+	// The protection domain and the last connection accepted, for a
+	// test that posts on it itself (set before answer is called).
+	pd   verbs.PD
+	conn atomic.Pointer[verbs.Conn]
 }
 
 func startHostile(t *testing.T, answer func(h *rpcrdma.Header) []byte) *hostileServer {
@@ -35,6 +40,7 @@ func startHostile(t *testing.T, answer func(h *rpcrdma.Header) []byte) *hostileS
 		t.Fatal(err)
 	}
 	pd, _ := dev.AllocPD()
+	s.pd = pd
 	if s.l, err = pd.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +79,7 @@ func (s *hostileServer) serve(pd verbs.PD, req verbs.ConnRequest) {
 		return
 	}
 	defer conn.Close()
+	s.conn.Store(&conn)
 	for i := range 32 {
 		sge := [1]verbs.SGE{{MR: mr, Offset: i * 4096, Length: 4096}}
 		conn.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge[:]})

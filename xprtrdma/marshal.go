@@ -61,8 +61,13 @@ type plan struct {
 	// stage: the call needs a chunk buffer for a copy (an RDMA_NOMSG
 	// call, or a payload outside the chunk arena).
 	stage bool
-	pad   int // the payload's XDR pad
-	msg   int // the whole RPC message's length
+	// into: the write chunk is the caller's ReplyInto, which lies in
+	// the chunk arena (a FUSE ring entry's buffer), at intoOff; no chunk
+	// buffer is taken for it.
+	into    bool
+	intoOff int
+	pad     int // the payload's XDR pad
+	msg     int // the whole RPC message's length
 }
 
 // plan decides how call goes on this connection.
@@ -77,6 +82,7 @@ func (ep *endpoint) plan(call *sunrpc.Call) (plan, error) {
 		}
 		p.reply = replyWrite
 		h.Writes[0].N, h.NWrites = 1, 1
+		p.intoOff, p.into = t.placeable(call)
 	case call.ReplyMax > ep.inlineRecv:
 		p.reply = replyChunk
 		h.Reply.N, h.HasReply = 1, true
@@ -111,6 +117,10 @@ func (ep *endpoint) take(ctx context.Context, deadline time.Time, r *request, p 
 	var err error
 	switch p.reply {
 	case replyWrite:
+		if p.into {
+			r.into, r.intoOff = r.call.ReplyInto[:r.call.ReplyPayload], p.intoOff
+			break
+		}
 		if r.write, err = ep.getBlock(ctx, deadline, chunks); err != nil {
 			return err
 		}
@@ -139,13 +149,20 @@ func (ep *endpoint) marshal(r *request, p *plan, h *rpcrdma.Header) error {
 	// What the reply may need.
 	switch p.reply {
 	case replyWrite:
-		seg, err := ep.reg.expose(r, r.write.Off(), call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+		off := r.intoOff
+		if r.into == nil {
+			off = r.write.Off()
+		}
+		seg, err := ep.reg.expose(r, off, call.ReplyPayload, verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
 		r.offerW, r.hasW = seg, true
 		h.Writes[0].Segments[0], h.Writes[0].N, h.NWrites = seg, 1, 1
 		t.stats.writeChunks.Add(1)
+		if r.into != nil {
+			t.stats.writeChunksPlaced.Add(1)
+		}
 	case replyChunk:
 		seg, err := ep.reg.expose(r, r.reply.Off(), min(call.ReplyMax, t.chunks.BlockSize()), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
 		if err != nil {

@@ -172,7 +172,11 @@ func parseReply(r *request, h *rpcrdma.Header, data []byte, hlen int) (msg, payl
 			if err != nil {
 				return nil, nil, err
 			}
-			if n > 0 {
+			switch {
+			case n == 0:
+			case r.into != nil:
+				payload = r.into[:n]
+			default:
 				payload = r.write.Bytes()[:n]
 			}
 		}

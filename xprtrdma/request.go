@@ -20,16 +20,20 @@ type request struct {
 	// stopped waiting, the call may be reused for another.
 	xid uint32
 
-	send   *rpcrdma.Block // the Send's buffer
-	write  *rpcrdma.Block // the write chunk's buffer (READ data)
-	reply  *rpcrdma.Block // the reply chunk's buffer
-	stage  *rpcrdma.Block // a read chunk's copy of a payload, or of a whole RDMA_NOMSG call
-	recv   *rpcrdma.Block // the Receive the reply arrived in
-	result sunrpc.Reply   // the reply, for its caller once the exposures are revoked
-	offerW rpcrdma.Segment
-	offerR rpcrdma.Segment
-	hasW   bool
-	hasR   bool
+	send  *rpcrdma.Block // the Send's buffer
+	write *rpcrdma.Block // the write chunk's buffer (READ data)
+	// into is the write chunk's memory instead when it is the caller's
+	// (Call.ReplyInto in the chunk arena), intoOff where it lies there.
+	into    []byte
+	intoOff int
+	reply   *rpcrdma.Block // the reply chunk's buffer
+	stage   *rpcrdma.Block // a read chunk's copy of a payload, or of a whole RDMA_NOMSG call
+	recv    *rpcrdma.Block // the Receive the reply arrived in
+	result  sunrpc.Reply   // the reply, for its caller once the exposures are revoked
+	offerW  rpcrdma.Segment
+	offerR  rpcrdma.Segment
+	hasW    bool
+	hasR    bool
 
 	mws          []boundWindow
 	invalidating []boundWindow

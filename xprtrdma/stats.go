@@ -33,6 +33,10 @@ type stats struct {
 	localInv      atomic.Uint64 // local invalidations posted
 	creditWaits   atomic.Uint64 // calls that waited for a credit
 	payloadCopies atomic.Uint64 // read chunk payloads copied because they were not in a transport buffer
+	// writeChunksPlaced counts write chunks offered in the caller's own
+	// memory (Call.ReplyInto: a FUSE ring entry's buffer), whose data
+	// nobody copies on its way to the kernel.
+	writeChunksPlaced atomic.Uint64
 
 	// Bytes of the transport's buffers its connections have registered
 	// (pinned) now, and the most at once: no kernel counter has them.
@@ -107,6 +111,9 @@ var statFields = []statField{
 	{name: "registered_peak_bytes", value: func(s *stats) uint64 { return uint64(s.registeredPeak.Load()) }},
 	// The credits the server grants now (a gauge).
 	{name: "credits_granted", value: func(s *stats) uint64 { return uint64(s.creditsGranted.Load()) }},
+	// Write chunks whose data the server placed straight in the caller's
+	// memory (a FUSE ring entry): READ data copied by nobody in rdmafs.
+	{name: "write_chunks_placed", value: func(s *stats) uint64 { return s.writeChunksPlaced.Load() }},
 }
 
 // StatNames returns the names of the fields of the "xprt: rdma" line after

@@ -36,6 +36,7 @@ func setDistinct(s *stats) {
 	s.registered.Store(28)
 	s.registeredPeak.Store(29)
 	s.creditsGranted.Store(30)
+	s.writeChunksPlaced.Store(31)
 }
 
 // TestStatsLine pins the "xprt: rdma" line byte for byte: the kernel's
@@ -43,7 +44,7 @@ func setDistinct(s *stats) {
 func TestStatsLine(t *testing.T) {
 	var s stats
 	setDistinct(&s)
-	const want = "rdma 0 1 2 3 0 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 0 23 24 25 0 27 28 29 30"
+	const want = "rdma 0 1 2 3 0 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 0 23 24 25 0 27 28 29 30 31"
 	if got := s.line(); got != want {
 		t.Errorf("line\n%q\nwant\n%q", got, want)
 	}

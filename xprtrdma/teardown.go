@@ -51,6 +51,7 @@ func (ep *endpoint) teardown() {
 		// destroying the queue pair waits up to 50 s for them (the
 		// windows of calls lost with a connection are still bound).
 		ep.conn.Disconnect()
+		close(ep.fenced)
 		select {
 		case <-ep.loopDone:
 			if ep.reg != nil {
@@ -69,6 +70,8 @@ func (ep *endpoint) teardown() {
 			ep.t.logf("xprtrdma: %s: the device took %v to destroy the queue pair of a connection that ended", ep.t.cfg.Addr, d.Round(time.Second))
 		}
 		<-ep.loopDone
+	} else {
+		close(ep.fenced)
 	}
 	ep.mu.Lock()
 	var stuck []*request

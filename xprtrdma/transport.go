@@ -87,6 +87,7 @@ type Transport struct {
 var (
 	_ sunrpc.Transport      = (*Transport)(nil)
 	_ sunrpc.PayloadBuffers = (*Transport)(nil)
+	_ sunrpc.ReplyBuffers   = (*Transport)(nil)
 )
 
 // New returns a transport to cfg.Addr; it connects on first use.
@@ -136,13 +137,42 @@ func New(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	// Chunk buffers, a page multiple each so windows align, in slabs of
-	// chunkSlabBytes.
+	// chunkSlabBytes; mapped beyond ChunkBuffers by maxReserved, for
+	// ReserveReplyBuffers.
 	blockSize := (cfg.MaxIO + 4095) &^ 4095
-	if t.chunks, err = rpcrdma.NewGrowingArena(cfg.ChunkBuffers, blockSize, max(1, chunkSlabBytes/blockSize), 1, shrinkAfter, hooks); err != nil {
+	if t.chunks, err = rpcrdma.NewGrowingArena(cfg.ChunkBuffers+maxReserved, blockSize, max(1, chunkSlabBytes/blockSize), 1, shrinkAfter, hooks); err != nil {
 		t.small.Close()
 		return nil, err
 	}
+	t.chunks.Limit(cfg.ChunkBuffers)
 	return t, nil
+}
+
+// maxReserved bounds the chunk buffers ReserveReplyBuffers hands out, on
+// top of ChunkBuffers: with the default 1 MiB rsize, 128 MiB more that a
+// mount may pin, its FUSE ring's buffers.
+const maxReserved = 128
+
+// ReserveReplyBuffers implements sunrpc.ReplyBuffers: n chunk buffers of
+// size bytes for a FUSE ring's entries, beyond those calls use. The
+// server writes a READ's data straight into one when the call names it
+// as ReplyInto. Like every chunk buffer they are registered with each
+// connection, and so pinned while the mount lives; so nil when size is
+// more than a chunk buffer holds, n more than maxReserved, or the
+// registration fails (RLIMIT_MEMLOCK).
+func (t *Transport) ReserveReplyBuffers(n, size int) (bufs [][]byte, release func()) {
+	if n <= 0 || size > t.chunks.BlockSize() || n > maxReserved {
+		return nil, nil
+	}
+	r := t.chunks.Reserve(n)
+	if r == nil {
+		return nil, nil
+	}
+	bufs = make([][]byte, n)
+	for i, b := range r.Blocks {
+		bufs[i] = b.Bytes()[:size:size]
+	}
+	return bufs, r.Release
 }
 
 // The transport's buffers grow by slabs, each one registration, as calls
@@ -217,10 +247,44 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 		case errors.Is(err, sunrpc.ErrDisconnected):
 			err = fmt.Errorf("xprtrdma: %s: %w: %v", t.cfg.Addr, sunrpc.ErrDisconnected, ep.cause())
 		}
+		if _, placed := t.placeable(call); placed {
+			ep.fence()
+		}
 		return err
 	}
 	return call.Reply.Err
 }
+
+// placeable reports whether call's reply payload can be placed in the
+// caller's memory (Call.ReplyInto), and where that lies in the chunk
+// arena: it must, for every strategy to expose it as it exposes a
+// chunk buffer.
+func (t *Transport) placeable(call *sunrpc.Call) (off int, ok bool) {
+	if call.ReplyPayload <= 0 || len(call.ReplyInto) < call.ReplyPayload {
+		return 0, false
+	}
+	return t.chunks.OffsetOf(call.ReplyInto[:call.ReplyPayload])
+}
+
+// fence returns once the server can no longer write into the memory of a
+// call whose caller stops waiting for it: the caller's own (ReplyInto),
+// which it reuses at once, unlike a chunk buffer, which the call holds
+// until its reply or the connection's end. The server may still be
+// writing, or write later, so the connection is dropped, as for a call
+// that timed out, and the wait is for its queue pair to be in the error
+// state. Calls in flight are sent again on the next connection. (The
+// kernel client invalidates such a call's registrations before it lets
+// the pages go, xprt_rdma_free; a server's write that comes later breaks
+// the connection all the same.) Callers abandon calls only on a fatal
+// signal or a soft mount's timeout.
+func (ep *endpoint) fence() {
+	ep.fail(errAbandonedPlacement)
+	<-ep.fenced
+}
+
+// errAbandonedPlacement ends a connection on which a caller stopped
+// waiting for a READ whose data the server would write into its memory.
+var errAbandonedPlacement = errors.New("a READ placing its data in the caller's memory was abandoned")
 
 // dialEndpoint makes a connection (the Redialer's Dial). A failed attempt
 // wraps ErrConnect, except where retrying cannot help: no device, or a

@@ -74,8 +74,9 @@ func manPage() string {
 			w(".PP")
 			text("The block has the lines of the kernel's: opts, age, caps, sec, events, bytes, the xprt " +
 				"line of the transport (one per connection with nconnect; rdma adds payload_copies, " +
-				"registered_bytes, registered_peak_bytes and credits_granted at its end: the bytes of buffers the " +
-				"connection has registered, and so pinned, now and at most, and the credits the server grants now) and the per-op statistics, so mountstats, mountstats iostat, mountstats " +
+				"registered_bytes, registered_peak_bytes, credits_granted and write_chunks_placed at its end: the bytes of buffers the " +
+				"connection has registered, and so pinned, now and at most, the credits the server grants now, and the write chunks " +
+				"offered in an io_uring entry's buffer, whose READ data nothing in rdmafs copies) and the per-op statistics, so mountstats, mountstats iostat, mountstats " +
 				"nfsstat and mountstats -S SINCEFILE work on it. The events and bytes count the FUSE " +
 				"requests the kernel sent rdmafs; counters without a meaning for rdmafs stay 0: " +
 				"dentryrevalidates and attrinvalidates, vfsupdatepage, vfsreadpage and vfswritepage, " +

@@ -118,6 +118,7 @@ var transportExtras = []namedMetric{
 	{"registered_bytes", "rdmafs_rpcrdma_registered_bytes", promGauge, "Bytes of buffers the transport has registered (pinned) with the device now."},
 	{"registered_peak_bytes", "rdmafs_rpcrdma_registered_peak_bytes", promGauge, "The most bytes of buffers registered at once since the mount."},
 	{"credits_granted", "rdmafs_rpcrdma_credits_granted", promGauge, "Credits the server grants now: how many calls may be in flight at once."},
+	{"write_chunks_placed", "rdmafs_rpcrdma_write_chunks_placed_total", promCounter, "Write chunks offered in a FUSE io_uring entry's buffer: READ data the server placed where the kernel takes it, copied by nobody in rdmafs."},
 }
 
 // reconnectsMetric is connect_count less the first connection.

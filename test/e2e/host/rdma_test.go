@@ -63,7 +63,7 @@ var rdmaFields = []string{"port", "bind_count", "connect_count", "connect_time",
 	"total_rdma_request", "total_rdma_reply", "pullup_copy_count", "fixup_copy_count", "hardway_register_count",
 	"failed_marshal_count", "bad_reply_count", "nomsg_call_count", "mrs_recycled", "mrs_orphaned", "mrs_allocated",
 	"local_inv_needed", "empty_sendctx_q", "reply_waits_for_send", "payload_copies", "registered_bytes",
-	"registered_peak_bytes", "credits_granted"}
+	"registered_peak_bytes", "credits_granted", "write_chunks_placed"}
 
 // checkRDMAStats reads the mount's xprt line, checks it is RPC-over-RDMA
 // with no failure counted, and returns its fields.
