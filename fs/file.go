@@ -109,6 +109,24 @@ func (r *readResult) Slices() ([][]byte, fuse.Status) {
 	r.slices[0] = r.res.Data
 	return r.slices[:], fuse.OK
 }
+
+// Readv lets go-fuse's ProtocolServer (the io_uring channel) put the data
+// in the reply's buffer, dst: where the transport placed it there already
+// (ReadInto), there is nothing to copy.
+func (r *readResult) Readv(dst [][]byte) (int, fuse.Status) {
+	data := r.res.Data
+	if len(data) > 0 && len(dst) > 0 && len(dst[0]) >= len(data) && &dst[0][0] == &data[0] {
+		return len(data), fuse.OK
+	}
+	n := 0
+	for _, d := range dst {
+		if n == len(data) {
+			break
+		}
+		n += copy(d, data[n:])
+	}
+	return n, fuse.OK
+}
 func (r *readResult) Done() {
 	r.slices[0] = nil
 	r.res.Release()
@@ -143,7 +161,9 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	if len(dest) <= f.opts.RSize {
 		rr := readResults.Get().(*readResult)
 		since := f.attrGen.Load()
-		if err := f.nfs.Read(ctx, h.cred, &h.obj.fh, uint64(off), uint32(len(dest)), &rr.res); err != nil {
+		// Through io_uring, dest is the ring entry's buffer, where
+		// the RDMA transport has the server write the data.
+		if err := f.nfs.ReadInto(ctx, h.cred, &h.obj.fh, uint64(off), dest, &rr.res); err != nil {
 			rr.Done()
 			return nil, errno(err)
 		}

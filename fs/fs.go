@@ -70,6 +70,10 @@ type Options struct {
 	// IOURingQueueDepth entries per queue (0: the default).
 	IOURing           bool
 	IOURingQueueDepth int
+	// ReplyBuffers, if set, gives the io_uring entries their payload
+	// buffers: the transport's, into which READ data is placed and from
+	// which WRITE data is sent, with no copy in rdmafs.
+	ReplyBuffers sunrpc.ReplyBuffers
 }
 
 // Config is what New needs.

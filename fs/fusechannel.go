@@ -134,14 +134,18 @@ func (f *FS) serveChannel(server *fuse.Server, dir string, raw fuse.RawFileSyste
 		f.setChannelName(ChannelIOURing)
 		// The queues go up before anything (WaitMount's first request)
 		// waits for them.
-		ch, err := fuseuring.Start(fuseuring.Config{
+		cfg := fuseuring.Config{
 			DevFD:      devFD,
 			Server:     ps,
 			MaxWrite:   opts.MaxWrite,
 			MaxPages:   maxPages,
 			QueueDepth: f.opts.IOURingQueueDepth,
 			Logf:       f.cfg.Logf,
-		})
+		}
+		if rb := f.opts.ReplyBuffers; rb != nil {
+			cfg.Payloads = rb.ReserveReplyBuffers
+		}
+		ch, err := fuseuring.Start(cfg)
 		if err != nil {
 			f.setChannelName(ChannelDev)
 			f.logf("FUSE over io_uring: %v; serving /dev/fuse", err)

@@ -300,6 +300,9 @@ func fsOptions(o *mountopts.Options, c *connection) fs.Options {
 		fo.Payloads = p
 		fo.DirtyLimit = int64(xprtrdma.DefaultChunkBuffers * max(c.rsize, c.wsize) / 2)
 	}
+	if r, ok := c.nfs.RPC().Transport().(sunrpc.ReplyBuffers); ok {
+		fo.ReplyBuffers = r
+	}
 	return fo
 }
 

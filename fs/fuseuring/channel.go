@@ -57,7 +57,14 @@ type Config struct {
 	// QueueDepth is the number of entries per queue; 0 means
 	// DefaultQueueDepth.
 	QueueDepth int
-	Logf       func(format string, args ...any)
+	// Payloads, if set, gives the payload buffers of the entries of
+	// the CPUs online: n of size bytes each, or none (the entries then
+	// map their own). The RDMA transport gives its registered chunk
+	// buffers (sunrpc.ReplyBuffers), into which the server writes a
+	// READ's data, and from which it pulls a WRITE's, with no copy in
+	// rdmafs. release is called at Close, once no entry is in use.
+	Payloads func(n, size int) (bufs [][]byte, release func())
+	Logf     func(format string, args ...any)
 }
 
 // Channel is the io_uring queues of one mount.
@@ -66,8 +73,14 @@ type Channel struct {
 	server  *fuse.ProtocolServer
 	logf    func(format string, args ...any)
 	workers []*worker
+	// release gives back the payload buffers Config.Payloads gave.
+	release func()
 	once    sync.Once
 }
+
+// Placed reports whether the entries' payload buffers are the
+// transport's (Config.Payloads).
+func (c *Channel) Placed() bool { return c.release != nil }
 
 // Start sets up a queue per possible CPU, as the kernel requires before
 // it sends any request through the ring, of QueueDepth workers each
@@ -104,13 +117,27 @@ func Start(cfg Config) (*Channel, error) {
 	// entry; requests go to the queue of the CPU their caller runs on.
 	// A CPU not online gets one entry: machines often allow far more
 	// CPUs than they have, and each idle entry holds a thread.
+	var placed [][]byte
+	if cfg.Payloads != nil {
+		n := 0
+		for qid := range len(possible) {
+			if online[qid] {
+				n += depth
+			}
+		}
+		placed, c.release = cfg.Payloads(n, payload)
+	}
 	for qid := range len(possible) {
 		n := 1
 		if online[qid] {
 			n = depth
 		}
 		for range n {
-			w, err := newWorker(c, uint16(qid), payload)
+			var buf []byte
+			if online[qid] && len(placed) > 0 {
+				buf, placed = placed[0], placed[1:]
+			}
+			w, err := newWorker(c, uint16(qid), payload, buf)
 			if err != nil {
 				c.Close()
 				return nil, err
@@ -144,6 +171,9 @@ func (c *Channel) Close() {
 				<-w.done
 			}
 			w.release()
+		}
+		if c.release != nil {
+			c.release()
 		}
 		unix.Close(c.devFD)
 	})

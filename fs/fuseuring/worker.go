@@ -65,6 +65,7 @@ type worker struct {
 	iov     *[2]unix.Iovec // headers, payload: what REGISTER names
 	hdr     []byte
 	payload []byte
+	mapped  bool    // payload is the worker's own mapping, not Config.Payloads
 	stopFD  int     // eventfd: Close wakes the thread with it
 	stopBuf *uint64 // where the eventfd's read lands
 	started chan error
@@ -73,8 +74,8 @@ type worker struct {
 }
 
 // newWorker makes an entry of queue qid with a payload buffer of
-// payloadSize bytes.
-func newWorker(ch *Channel, qid uint16, payloadSize int) (*worker, error) {
+// payloadSize bytes: payload if it is not nil, else one of its own.
+func newWorker(ch *Channel, qid uint16, payloadSize int, payload []byte) (*worker, error) {
 	w := &worker{qid: qid, ch: ch, stopFD: -1, started: make(chan error, 1), done: make(chan struct{})}
 	var err error
 	if w.ring, err = newRing(2); err != nil {
@@ -93,9 +94,12 @@ func newWorker(ch *Channel, qid uint16, payloadSize int) (*worker, error) {
 		w.release()
 		return nil, fmt.Errorf("fuseuring: queue %d headers: %w", qid, err)
 	}
-	if w.payload, err = anon(payloadSize); err != nil {
-		w.release()
-		return nil, fmt.Errorf("fuseuring: queue %d payload buffer: %w", qid, err)
+	if w.payload = payload; w.payload == nil {
+		if w.payload, err = anon(payloadSize); err != nil {
+			w.release()
+			return nil, fmt.Errorf("fuseuring: queue %d payload buffer: %w", qid, err)
+		}
+		w.mapped = true
 	}
 	w.iov = (*[2]unix.Iovec)(unsafe.Pointer(&w.mem[0]))
 	w.stopBuf = (*uint64)(unsafe.Pointer(&w.mem[64]))
@@ -241,10 +245,11 @@ func (w *worker) release() {
 	if w.stopFD >= 0 {
 		unix.Close(w.stopFD)
 	}
-	for _, m := range [][]byte{w.payload, w.mem} {
-		if m != nil {
-			unix.Munmap(m)
-		}
+	if w.mapped {
+		unix.Munmap(w.payload)
+	}
+	if w.mem != nil {
+		unix.Munmap(w.mem)
 	}
 	w.payload, w.mem = nil, nil
 }
