@@ -247,7 +247,7 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 		case errors.Is(err, sunrpc.ErrDisconnected):
 			err = fmt.Errorf("xprtrdma: %s: %w: %v", t.cfg.Addr, sunrpc.ErrDisconnected, ep.cause())
 		}
-		if _, placed := t.placeable(call); placed {
+		if ep.placed(call) {
 			ep.fence()
 		}
 		return err
@@ -264,6 +264,16 @@ func (t *Transport) placeable(call *sunrpc.Call) (off int, ok bool) {
 		return 0, false
 	}
 	return t.chunks.OffsetOf(call.ReplyInto[:call.ReplyPayload])
+}
+
+// placed reports whether call's reply payload comes by a write chunk in
+// the caller's memory (plan).
+func (ep *endpoint) placed(call *sunrpc.Call) bool {
+	if call.ReplyPayload == 0 || call.ReplyPayload+replySlack <= ep.inlineRecv {
+		return false
+	}
+	_, ok := ep.t.placeable(call)
+	return ok
 }
 
 // fence returns once the server can no longer write into the memory of a
