@@ -78,10 +78,6 @@ type Channel struct {
 	once    sync.Once
 }
 
-// Placed reports whether the entries' payload buffers are the
-// transport's (Config.Payloads).
-func (c *Channel) Placed() bool { return c.release != nil }
-
 // Start sets up a queue per possible CPU, as the kernel requires before
 // it sends any request through the ring, of QueueDepth workers each
 // (worker.go), registers their entries and serves them. The INIT reply
@@ -125,7 +121,9 @@ func Start(cfg Config) (*Channel, error) {
 				n += depth
 			}
 		}
-		placed, c.release = cfg.Payloads(n, payload)
+		if placed, c.release = cfg.Payloads(n, payload); placed == nil {
+			c.logf("fuseuring: the transport has no %d buffers of %d bytes for the ring entries: READ and WRITE data is copied to and from their own", n, payload)
+		}
 	}
 	for qid := range len(possible) {
 		n := 1
