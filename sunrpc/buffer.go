@@ -39,9 +39,9 @@ type PayloadBuffers interface {
 // for long (a FUSE ring entry's buffer), when the call names it as
 // Call.ReplyInto.
 type ReplyBuffers interface {
-	// ReserveReplyBuffers hands out n buffers of size bytes each, or
-	// nil when it cannot give them all. release gives them back, once
-	// no call names them any more.
+	// ReserveReplyBuffers hands out up to n buffers of size bytes
+	// each (none when it cannot). release gives them back, once no call
+	// names them any more.
 	ReserveReplyBuffers(n, size int) (bufs [][]byte, release func())
 }
 

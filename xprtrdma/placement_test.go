@@ -155,3 +155,57 @@ func TestAbandonedPlacedReadFenced(t *testing.T) {
 		t.Fatalf("the server wrote into the caller's buffer (at %d) after ReadInto returned", i)
 	}
 }
+
+// TestReservedBuffersPinnedWhileUsed: reserved buffers are not registered
+// until a call uses them, and are deregistered once a period goes by in
+// which none did (unpinIdle, every shrinkAfter), so that an idle mount
+// pins no more for its FUSE ring than without one.
+func TestReservedBuffersPinnedWhileUsed(t *testing.T) {
+	b := newTestBed(t, svcrdma.Config{})
+	c, tr := b.client(t, Config{})
+	ctx := context.Background()
+	fh := b.create(t, c, "f")
+	if err := os.WriteFile(filepath.Join(b.dir, "f"), randomBytes(1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Null(ctx); err != nil { // connect
+		t.Fatal(err)
+	}
+	base := tr.stats.registered.Load()
+	bufs, release := tr.ReserveReplyBuffers(16, 1<<20)
+	if len(bufs) != 16 {
+		t.Fatalf("ReserveReplyBuffers(16, 1 MiB) gave %d", len(bufs))
+	}
+	defer release()
+	reserved := tr.stats.registered.Load()
+	if reserved > base {
+		t.Errorf("%d bytes registered after reserving, %d before: reserved buffers pinned before any use", reserved, base)
+	}
+	for _, buf := range bufs {
+		var res nfs3.ReadResult
+		if err := c.ReadInto(ctx, root, &fh, 0, buf, &res); err != nil {
+			t.Fatal(err)
+		}
+		res.Release()
+	}
+	used := tr.stats.registered.Load()
+	if used < reserved+16<<20 {
+		t.Errorf("%d bytes registered after READs into 16 MiB of reserved buffers, %d before", used, reserved)
+	}
+	tr.unpinIdle(false) // used in this period: kept
+	if got := tr.stats.registered.Load(); got != used {
+		t.Errorf("%d bytes registered after a period in which the buffers were used, %d before", got, used)
+	}
+	tr.unpinIdle(false) // unused for a period: deregistered
+	if got := tr.stats.registered.Load(); got > reserved {
+		t.Errorf("%d bytes registered after an idle period, %d before the buffers were used", got, reserved)
+	}
+	var res nfs3.ReadResult
+	if err := c.ReadInto(ctx, root, &fh, 0, bufs[3], &res); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(res.Data, bufs[3][:1<<20]) || &res.Data[0] != &bufs[3][0] {
+		t.Error("a READ into a reserved buffer after its slab was deregistered did not land in it")
+	}
+	res.Release()
+}

@@ -31,6 +31,8 @@ type slabMRs struct {
 	mu     sync.Mutex
 	closed bool // the connection released its resources: register no more
 	tab    []atomic.Pointer[slabMR]
+	// used marks the slabs a call has used since unpinIdle last looked.
+	used []atomic.Bool
 }
 
 // slabMR is the registration of one activation of a slab.
@@ -42,12 +44,16 @@ type slabMR struct {
 func (m *slabMRs) init(ep *endpoint, a *rpcrdma.Arena, access verbs.Access, what string) {
 	m.ep, m.a, m.access, m.what = ep, a, access, what
 	m.tab = make([]atomic.Pointer[slabMR], a.Slabs())
+	m.used = make([]atomic.Bool, a.Slabs())
 }
 
 // at returns the registration holding offset off of the arena, and off's
 // place in it.
 func (m *slabMRs) at(off int) (verbs.MR, int, error) {
 	i, rel := m.a.SlabOf(off)
+	if !m.used[i].Load() {
+		m.used[i].Store(true)
+	}
 	if e := m.tab[i].Load(); e != nil && e.gen == m.a.Gen(i) {
 		return e.mr, rel, nil
 	}

@@ -81,6 +81,8 @@ type Transport struct {
 	epsMu sync.Mutex
 	eps   []*endpoint // connections whose registrations follow the arenas' slabs
 
+	reserved reservedSlabs // the chunk arena's slabs of ReserveReplyBuffers
+
 	stats stats
 }
 
@@ -146,33 +148,6 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t.chunks.Limit(cfg.ChunkBuffers)
 	return t, nil
-}
-
-// maxReserved bounds the chunk buffers ReserveReplyBuffers hands out, on
-// top of ChunkBuffers: with the default 1 MiB rsize, 128 MiB more that a
-// mount may pin, its FUSE ring's buffers.
-const maxReserved = 128
-
-// ReserveReplyBuffers implements sunrpc.ReplyBuffers: n chunk buffers of
-// size bytes for a FUSE ring's entries, beyond those calls use. The
-// server writes a READ's data straight into one when the call names it
-// as ReplyInto. Like every chunk buffer they are registered with each
-// connection, and so pinned while the mount lives; so nil when size is
-// more than a chunk buffer holds, n more than maxReserved, or the
-// registration fails (RLIMIT_MEMLOCK).
-func (t *Transport) ReserveReplyBuffers(n, size int) (bufs [][]byte, release func()) {
-	if n <= 0 || size > t.chunks.BlockSize() || n > maxReserved {
-		return nil, nil
-	}
-	r := t.chunks.Reserve(n)
-	if r == nil {
-		return nil, nil
-	}
-	bufs = make([][]byte, n)
-	for i, b := range r.Blocks {
-		bufs[i] = b.Bytes()[:size:size]
-	}
-	return bufs, r.Release
 }
 
 // The transport's buffers grow by slabs, each one registration, as calls

@@ -13,8 +13,9 @@
 //   - rdmafs-tcp-uring: where the kernel has FUSE over io_uring (the fuse
 //     module's enable_uring, which the benchmark turns on for this mount
 //     only and puts back), an rdmafs mount over TCP that takes its FUSE
-//     requests through io_uring; rdmafs-tcp and rdmafs-soft use /dev/fuse
-//     (noio_uring);
+//     requests through io_uring, and rdmafs-soft-uring, the same over soft
+//     RDMA, whose READ data the server places in the ring entries;
+//     rdmafs-tcp and rdmafs-soft use /dev/fuse (noio_uring);
 //   - rdmafs-tcp-baseline: with -baseline BIN, the same mount as rdmafs-tcp
 //     made by another build of rdmafs, to measure a change in one run.
 //
@@ -24,7 +25,8 @@
 // each operation cost the rdmafs client (CPU µs, read and write system
 // calls, context switches) and the server (CPU µs); then io_uring against
 // /dev/fuse over TCP, with issue 22's targets (at least 1.3 times on the
-// small operations, no slower on the sequential ones). Machines are shared and
+// small operations, no slower on the sequential ones), and over soft RDMA.
+// Machines are shared and
 // noisy: compare the ratios, which are measured in the same run. It also
 // writes the table as -out/hostbench.csv and draws it as
 // -out/hostbench.svg.
@@ -74,7 +76,7 @@ type bench struct {
 	dir, bin, export string
 	port, rdmaPort   int
 	serve            *exec.Cmd
-	clients          []client // rdmafs-tcp, rdmafs-soft, and rdmafs-tcp-uring if the kernel has it
+	clients          []client // rdmafs-tcp, rdmafs-soft, and rdmafs-tcp-uring and rdmafs-soft-uring if the kernel has it
 	loopMnt          string
 	loop             *exec.Cmd
 	srcFile          string // a local file of the sequential size, for nfs-cp
@@ -237,6 +239,10 @@ func main() {
 	} else {
 		fmt.Printf("\nio_uring vs /dev/fuse: not measured, the kernel has no FUSE over io_uring (%s)\n", enableURing)
 	}
+	if u := b.client("rdmafs-soft-uring"); u >= 0 {
+		printPairTable(rows, phases, "FUSE channel over soft RDMA: io_uring, whose entries the data is placed in, against /dev/fuse",
+			[2]string{"/dev/fuse", "io_uring"}, b.clients[1].mnt, 1, b.clients[u].mnt, u, true)
+	}
 	if base := b.client("rdmafs-tcp-baseline"); base >= 0 {
 		printPairTable(rows, phases, fmt.Sprintf("rdmafs over TCP: this build against %s", *baseline),
 			[2]string{"baseline", "this"}, b.clients[base].mnt, base, b.clients[0].mnt, 0, false)
@@ -398,7 +404,9 @@ func (b *bench) setup() {
 	// made while enable_uring is Y, and a mount keeps what it negotiated.
 	oldURing, uringErr := os.ReadFile(enableURing)
 	if uringErr == nil {
-		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-uring", fmt.Sprintf("io_uring,port=%d,mountport=%d", b.port, b.port), rdmafs})
+		mounts = append(mounts,
+			struct{ name, opts, bin string }{"rdmafs-tcp-uring", fmt.Sprintf("io_uring,port=%d,mountport=%d", b.port, b.port), rdmafs},
+			struct{ name, opts, bin string }{"rdmafs-soft-uring", fmt.Sprintf("io_uring,proto=rdma,provider=soft,port=%d,mountport=%d", b.rdmaPort, b.port), rdmafs})
 	}
 	if *baseline != "" {
 		// Without noio_uring, which builds older than the io_uring

@@ -58,11 +58,12 @@ type Config struct {
 	// DefaultQueueDepth.
 	QueueDepth int
 	// Payloads, if set, gives the payload buffers of the entries of
-	// the CPUs online: n of size bytes each, or none (the entries then
-	// map their own). The RDMA transport gives its registered chunk
-	// buffers (sunrpc.ReplyBuffers), into which the server writes a
-	// READ's data, and from which it pulls a WRITE's, with no copy in
-	// rdmafs. release is called at Close, once no entry is in use.
+	// the CPUs online: up to n of size bytes each, spread over the
+	// queues (the entries without one map their own). The RDMA
+	// transport gives its chunk buffers (sunrpc.ReplyBuffers), into
+	// which the server writes a READ's data, and from which it pulls a
+	// WRITE's, with no copy in rdmafs. release is called at Close, once
+	// no entry is in use.
 	Payloads func(n, size int) (bufs [][]byte, release func())
 	Logf     func(format string, args ...any)
 }
@@ -113,27 +114,16 @@ func Start(cfg Config) (*Channel, error) {
 	// entry; requests go to the queue of the CPU their caller runs on.
 	// A CPU not online gets one entry: machines often allow far more
 	// CPUs than they have, and each idle entry holds a thread.
-	var placed [][]byte
-	if cfg.Payloads != nil {
-		n := 0
-		for qid := range len(possible) {
-			if online[qid] {
-				n += depth
-			}
-		}
-		if placed, c.release = cfg.Payloads(n, payload); placed == nil {
-			c.logf("fuseuring: the transport has no %d buffers of %d bytes for the ring entries: READ and WRITE data is copied to and from their own", n, payload)
-		}
-	}
+	given := c.payloads(cfg.Payloads, len(possible), online, depth, payload)
 	for qid := range len(possible) {
 		n := 1
 		if online[qid] {
 			n = depth
 		}
-		for range n {
+		for j := range n {
 			var buf []byte
-			if online[qid] && len(placed) > 0 {
-				buf, placed = placed[0], placed[1:]
+			if j < len(given[qid]) {
+				buf = given[qid][j]
 			}
 			w, err := newWorker(c, uint16(qid), payload, buf)
 			if err != nil {
@@ -154,6 +144,36 @@ func Start(cfg Config) (*Channel, error) {
 		}
 	}
 	return c, nil
+}
+
+// payloads gets the online queues' payload buffers from get, if it is set,
+// and deals them out a queue at a time, so that each queue has a share
+// of them if there are fewer than entries: given[qid] are queue qid's.
+func (c *Channel) payloads(get func(n, size int) ([][]byte, func()), queues int, online map[int]bool, depth, size int) (given [][][]byte) {
+	given = make([][][]byte, queues)
+	n := 0
+	for qid := range queues {
+		if online[qid] {
+			n += depth
+		}
+	}
+	if get == nil || n == 0 {
+		return given
+	}
+	bufs, release := get(n, size)
+	c.release = release
+	if len(bufs) < n {
+		c.logf("fuseuring: the transport gave %d of %d buffers of %d bytes for the ring entries: the data of the others is copied to and from their own", len(bufs), n, size)
+	}
+	for len(bufs) > 0 {
+		for qid := range queues {
+			if online[qid] && len(bufs) > 0 {
+				given[qid] = append(given[qid], bufs[0])
+				bufs = bufs[1:]
+			}
+		}
+	}
+	return given
 }
 
 // Close stops the queues, waits for the requests being answered, and
