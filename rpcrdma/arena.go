@@ -128,7 +128,7 @@ func NewGrowingArena(n, blockSize, slabBlocks, minSlabs int, shrinkAfter time.Du
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for range a.minSlabs {
-		if err := a.growLocked(); err != nil {
+		if err := a.growLocked(true); err != nil {
 			a.mem.Free()
 			return nil, err
 		}
@@ -199,8 +199,11 @@ type Reservation struct {
 
 // Reserve hands out n blocks for as long as their holder lives (a FUSE
 // ring entry's buffer), on top of what calls may have: the arena may
-// activate that many blocks' slabs more, up to what it maps. It returns
-// nil, having taken nothing, if the arena cannot give them all.
+// activate that many blocks' slabs more, up to what it maps. The slabs
+// it activates are not registered (Hooks.Activate): their users register
+// them as they use them, so that a reservation costs no memory until it
+// is used. It returns nil, having taken nothing, if the arena cannot
+// give them all.
 func (a *Arena) Reserve(n int) *Reservation {
 	r := &Reservation{a: a, Blocks: make([]*Block, 0, n), slabs: (n + a.slabBlocks - 1) / a.slabBlocks}
 	a.mu.Lock()
@@ -211,10 +214,16 @@ func (a *Arena) Reserve(n int) *Reservation {
 	a.setMaxSlabs(a.maxSlabs + r.slabs)
 	a.mu.Unlock()
 	for range n {
-		b := a.TryGetOrGrow()
-		if b == nil {
-			r.Release()
-			return nil
+		b := a.TryGet()
+		for b == nil {
+			a.mu.Lock()
+			err := a.growLocked(false)
+			a.mu.Unlock()
+			if err != nil {
+				r.Release()
+				return nil
+			}
+			b = a.TryGet()
 		}
 		r.Blocks = append(r.Blocks, b)
 	}
@@ -417,7 +426,7 @@ func (a *Arena) Grow() bool {
 	if len(a.free) > 0 {
 		return true // another caller grew it, or a block came back
 	}
-	return a.growLocked() == nil
+	return a.growLocked(true) == nil
 }
 
 var errFull = errors.New("rpcrdma: arena at its largest")
@@ -427,7 +436,9 @@ var errFull = errors.New("rpcrdma: arena at its largest")
 // later: unlike another error, it leaves the arena free to grow.
 var ErrNotNow = errors.New("rpcrdma: no room for another slab now")
 
-func (a *Arena) growLocked() error {
+// growLocked grows the arena by a slab; register says whether the slab
+// is registered first (Hooks.Activate), or left to its users.
+func (a *Arena) growLocked(register bool) error {
 	for i := range a.slabs {
 		if s := &a.slabs[i]; s.state.Load() == slabDraining {
 			s.state.Store(slabActive)
@@ -448,7 +459,7 @@ func (a *Arena) growLocked() error {
 		// A new activation: registrations of an earlier one, if any
 		// are left, no longer count.
 		a.slabs[i].gen.Add(1)
-		if a.hooks != nil {
+		if a.hooks != nil && register {
 			if err := a.hooks.Activate(a, i); err != nil {
 				if !errors.Is(err, ErrNotNow) {
 					a.setMaxSlabs(a.active)

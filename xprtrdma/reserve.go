@@ -67,8 +67,9 @@ func (t *Transport) ReserveReplyBuffers(n, size int) (bufs [][]byte, release fun
 		rs.timer = time.AfterFunc(shrinkAfter, t.unpinIdleTick)
 	}
 	rs.mu.Unlock()
-	// Reserve registered the slabs it activated: until a call uses
-	// them, they need not be.
+	// Reserve leaves the slabs it activates unregistered, but it may
+	// have taken free blocks of slabs that calls had registered: until
+	// a call uses them, they need not be.
 	t.unpinIdle(true)
 	return bufs, func() {
 		rs.mu.Lock()
