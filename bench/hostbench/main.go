@@ -241,7 +241,7 @@ func main() {
 	}
 	if u := b.client("rdmafs-soft-uring"); u >= 0 {
 		printPairTable(rows, phases, "FUSE channel over soft RDMA: io_uring, whose entries the data is placed in, against /dev/fuse",
-			[2]string{"/dev/fuse", "io_uring"}, b.clients[1].mnt, 1, b.clients[u].mnt, u, true)
+			[2]string{"/dev/fuse", "io_uring"}, b.clients[1].mnt, 1, b.clients[u].mnt, u, false)
 	}
 	if base := b.client("rdmafs-tcp-baseline"); base >= 0 {
 		printPairTable(rows, phases, fmt.Sprintf("rdmafs over TCP: this build against %s", *baseline),
