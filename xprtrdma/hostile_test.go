@@ -117,6 +117,19 @@ func (s *hostileServer) serve(pd verbs.PD, req verbs.ConnRequest) {
 	}
 }
 
+// client returns an NFS client over a new transport to the server, whose
+// calls time out after timeout.
+func (s *hostileServer) client(t *testing.T, timeout time.Duration) (*nfs3.Client, *Transport) {
+	t.Helper()
+	tr, err := New(Config{Provider: s.prov, Addr: s.l.Addr(), ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: timeout, ProcNames: nfs3.ProcNames})
+	t.Cleanup(func() { rpc.Close() })
+	return nfs3.NewClient(rpc, nfs3.ClientConfig{}), tr
+}
+
 // rpcSuccess is an accepted, successful RPC reply to xid with body.
 func rpcSuccess(xid uint32, body ...uint32) []byte {
 	b := binary.BigEndian.AppendUint32(nil, xid)
@@ -158,13 +171,7 @@ func TestHostileServerReplies(t *testing.T) {
 		}
 		return append(r.Encode(nil), rpc...)
 	})
-	tr, err := New(Config{Provider: s.prov, Addr: s.l.Addr(), ConnectTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 5 * time.Second, ProcNames: nfs3.ProcNames})
-	defer rpc.Close()
-	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
+	c, tr := s.client(t, 5*time.Second)
 	ctx := context.Background()
 	var fh nfs3.FH // the hostile server answers without looking at it
 	for mode = 0; mode <= 5; mode++ {

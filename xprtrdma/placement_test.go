@@ -10,7 +10,6 @@ import (
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/rpcrdma"
-	"github.com/rdmafs/rdmafs/sunrpc"
 	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
@@ -97,13 +96,7 @@ func TestAbandonedPlacedReadFenced(t *testing.T) {
 		}
 		return nil // never answers
 	})
-	tr, err := New(Config{Provider: s.prov, Addr: s.l.Addr(), ConnectTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rpc := sunrpc.NewClient(tr, sunrpc.Config{Prog: nfs3.Program, Vers: nfs3.Version, Timeout: 30 * time.Second, ProcNames: nfs3.ProcNames})
-	defer rpc.Close()
-	c := nfs3.NewClient(rpc, nfs3.ClientConfig{})
+	c, tr := s.client(t, 30*time.Second)
 	bufs, release := tr.ReserveReplyBuffers(1, 64<<10)
 	if bufs == nil {
 		t.Fatal("no reserved buffer")
