@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/svcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
+	"github.com/rdmafs/rdmafs/verbs/soft"
 )
 
 // Direct placement: a READ whose ReplyInto is a buffer the transport
@@ -201,4 +203,35 @@ func TestReservedBuffersPinnedWhileUsed(t *testing.T) {
 		t.Error("a READ into a reserved buffer after its slab was deregistered did not land in it")
 	}
 	res.Release()
+}
+
+// TestReserveRefusedUnderMemLock: a process that may not pin what a busy
+// mount would (RLIMIT_MEMLOCK of 8 MiB, no CAP_IPC_LOCK) gets no reserved
+// buffers: their slabs would be registered only as calls use them, and a
+// refusal then would fail calls. Its ring then copies, as through
+// /dev/fuse. The check runs in a helper process, whose limits setpriv and
+// prlimit set.
+func TestReserveRefusedUnderMemLock(t *testing.T) {
+	if os.Getenv("RDMAFS_MEMLOCK_HELPER") != "" {
+		tr, err := New(Config{Provider: soft.New(), Addr: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bufs, _ := tr.ReserveReplyBuffers(16, 1<<20); bufs != nil {
+			t.Fatalf("reserved %d buffers of 1 MiB under an 8 MiB RLIMIT_MEMLOCK without CAP_IPC_LOCK", len(bufs))
+		}
+		return
+	}
+	needRoot(t)
+	for _, tool := range []string{"setpriv", "prlimit"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (util-linux)", tool)
+		}
+	}
+	cmd := exec.Command("setpriv", "--bounding-set", "-ipc_lock", "--inh-caps", "-ipc_lock",
+		"prlimit", "--memlock=8388608:8388608", os.Args[0], "-test.run=^TestReserveRefusedUnderMemLock$", "-test.v")
+	cmd.Env = append(os.Environ(), "RDMAFS_MEMLOCK_HELPER=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reserved chunk buffers: a FUSE ring's entries hold chunk buffers for
@@ -46,6 +48,14 @@ func (t *Transport) ReserveReplyBuffers(n, size int) (bufs [][]byte, release fun
 	if n <= 0 || size > t.chunks.BlockSize() {
 		return nil, nil
 	}
+	// The slabs are registered as calls use them, well after the mount:
+	// a registration the system refused then would fail calls, and the
+	// connections that register every active slab. So the buffers are
+	// reserved only where all that a busy mount may pin is allowed.
+	if most := t.small.BlockSize()*t.small.Len() + t.chunks.BlockSize()*(t.chunks.Len()+n); !memLockAllows(most) {
+		t.logOnce("xprtrdma: FUSE ring buffers stay apart from the transport's, and their data is copied: %s", MemLockHint())
+		return nil, nil
+	}
 	r := t.chunks.Reserve(n)
 	if r == nil {
 		return nil, nil
@@ -85,6 +95,18 @@ func (t *Transport) ReserveReplyBuffers(n, size int) (bufs [][]byte, release fun
 		rs.mu.Unlock()
 		r.Release()
 	}
+}
+
+// memLockAllows reports whether the process may pin n bytes: it has
+// CAP_IPC_LOCK, or RLIMIT_MEMLOCK is at least n.
+func memLockAllows(n int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if unix.Capget(&hdr, &caps[0]) == nil && caps[0].Effective&(1<<unix.CAP_IPC_LOCK) != 0 {
+		return true
+	}
+	var lim unix.Rlimit
+	return unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil && (lim.Cur == unix.RLIM_INFINITY || lim.Cur >= uint64(n))
 }
 
 // unpinIdleTick is unpinIdle every shrinkAfter while buffers are
