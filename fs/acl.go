@@ -10,15 +10,12 @@ package fs
 // ctime with an ACL) or go stale.
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"strconv"
 	"syscall"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rdmafs/rdmafs/nfs3"
 	"github.com/rdmafs/rdmafs/nfs3/acl"
@@ -235,16 +232,13 @@ func toErrno(err error) syscall.Errno {
 	return errno(err)
 }
 
-// defaultUmask stands for a caller's umask that cannot be read.
-const defaultUmask = 0o022
-
 // createMode is the mode to ask the server for a new object in dir. With
 // ACLs the kernel leaves the umask to the file system (FUSE_DONT_MASK, see
 // MountOptions), as a local file system applies it: not at all in a
 // directory with a default ACL, where the server's file system makes the
 // permissions from the ACL and the mode asked, and the caller's umask
 // anywhere else.
-func (f *FS) createMode(ctx context.Context, dir *object, mode uint32) uint32 {
+func (f *FS) createMode(ctx context.Context, dir *object, mode, umask uint32) uint32 {
 	if f.acl == nil {
 		return mode // the kernel applied the umask
 	}
@@ -253,24 +247,5 @@ func (f *FS) createMode(ctx context.Context, dir *object, mode uint32) uint32 {
 			return mode
 		}
 	}
-	return mode &^ callerUmask(ctx)
-}
-
-// callerUmask reads the umask of the process that made the request in ctx.
-func callerUmask(ctx context.Context) uint32 {
-	caller, ok := fuse.FromContext(ctx)
-	if !ok || caller.Pid == 0 {
-		return defaultUmask
-	}
-	umask := uint32(defaultUmask)
-	_ = procStatus(caller.Pid, func(name string, value []byte) bool {
-		if name != "Umask" {
-			return true
-		}
-		if m, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 8, 32); err == nil {
-			umask = uint32(m) & 0o777
-		}
-		return false
-	})
-	return umask
+	return mode &^ umask
 }

@@ -127,7 +127,8 @@ type FS struct {
 	writeSlots chan struct{} // WRITEs of write-behind in flight
 	dirty      *dirtyLimit
 
-	channel fuseChannel // the io_uring queues, if the mount has them
+	channel fuseChannel   // the io_uring queues, if the mount has them
+	umasks  requestUmasks // the umask of each create being served (umask.go)
 }
 
 // New returns the file system of the export whose root is cfg.Root.
@@ -160,6 +161,12 @@ func New(cfg Config) *FS {
 	f.creds.init()
 	f.root = f.newNode(cfg.Root, &cfg.RootAttr)
 	return f
+}
+
+// nodeFS is go-fuse's raw file system over the nodes, as the mount serves
+// it: with the umask of each create kept for the node (umask.go).
+func (f *FS) nodeFS(opts *gofs.Options) fuse.RawFileSystem {
+	return &umaskFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), umasks: &f.umasks}
 }
 
 // Root returns the root directory node, for gofs.Mount.

@@ -87,7 +87,7 @@ func (f *FS) Mount(dir string, opts *gofs.Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw := &countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), ev: &f.events, locking: f.cfg.Locks != nil}
+	raw := &countingFS{RawFileSystem: f.nodeFS(opts), ev: &f.events, locking: f.cfg.Locks != nil}
 	server, devFD, err := newServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rdmafs/rdmafs/nfs3"
@@ -111,7 +110,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		}), nfs3.ClientConfig{})
 	}
 	f := New(Config{Client: client, ACL: aclClient, Root: root, RootAttr: rootAttr, Options: opts, Logf: t.Logf})
-	raw := gofs.NewNodeFS(f.Root(), f.MountOptions())
+	raw := f.nodeFS(f.MountOptions())
 	return &harness{t: t, dir: dir, fs: f, raw: raw, caller: fuse.Caller{Pid: uint32(os.Getpid())}}
 }
 
@@ -126,6 +125,10 @@ func (h *harness) as(uid, gid uint32) *harness {
 func (h *harness) header(node uint64) fuse.InHeader {
 	return fuse.InHeader{NodeId: node, Caller: h.caller}
 }
+
+// harnessUmask is the umask the harness's creates bring, as the kernel's
+// bring the caller's.
+const harnessUmask = 0o022
 
 // ctx is the context of a request of the harness's caller.
 func (h *harness) ctx() context.Context {
@@ -155,9 +158,9 @@ func (h *harness) mustLookup(parent uint64, name string) uint64 {
 }
 
 func (h *harness) create(parent uint64, name string, flags, mode uint32) (node, fh uint64, en syscall.Errno) {
-	in := fuse.CreateIn{InHeader: h.header(parent), Flags: flags, Mode: mode}
+	in := fuse.CreateIn{InHeader: h.header(parent), Flags: flags, Mode: mode, Umask: harnessUmask}
 	var out fuse.CreateOut
-	st := h.raw.Create(nil, &in, name, &out)
+	st := h.raw.Create(make(chan struct{}), &in, name, &out)
 	return out.NodeId, out.Fh, errnoOf(st)
 }
 
@@ -247,9 +250,9 @@ func (h *harness) link(node, newParent uint64, name string) syscall.Errno {
 }
 
 func (h *harness) mkdir(parent uint64, name string, mode uint32) (uint64, syscall.Errno) {
-	in := fuse.MkdirIn{InHeader: h.header(parent), Mode: mode}
+	in := fuse.MkdirIn{InHeader: h.header(parent), Mode: mode, Umask: harnessUmask}
 	var out fuse.EntryOut
-	st := h.raw.Mkdir(nil, &in, name, &out)
+	st := h.raw.Mkdir(make(chan struct{}), &in, name, &out)
 	return out.NodeId, errnoOf(st)
 }
 

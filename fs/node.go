@@ -311,9 +311,10 @@ func (n *node) mayChange(name string) syscall.Errno {
 // does not support it gets GUARDED. Without O_EXCL the create is
 // UNCHECKED, as open(2) of an existing file with O_CREAT succeeds.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	umask := n.fs.umasks.of(ctx) // before ctx is wrapped (umask.go)
 	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
-	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
+	mode = n.fs.createMode(ctx, n.obj, mode, umask) // acl.go
 	if en := n.mayChange(name); en != 0 {
 		return nil, nil, 0, en
 	}
@@ -379,9 +380,10 @@ func (n *node) opened(ctx context.Context, ino *gofs.Inode, flags uint32, out *f
 
 // Mkdir implements gofs.NodeMkdirer.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	umask := n.fs.umasks.of(ctx) // before ctx is wrapped (umask.go)
 	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
-	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
+	mode = n.fs.createMode(ctx, n.obj, mode, umask) // acl.go
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}
@@ -396,9 +398,10 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Mknod implements gofs.NodeMknoder: FIFOs, sockets and devices; a
 // regular file is a GUARDED CREATE.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	umask := n.fs.umasks.of(ctx) // before ctx is wrapped (umask.go)
 	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
-	mode = n.fs.createMode(ctx, n.obj, mode) // acl.go
+	mode = n.fs.createMode(ctx, n.obj, mode, umask) // acl.go
 	if en := n.mayChange(name); en != 0 {
 		return nil, en
 	}

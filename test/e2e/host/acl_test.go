@@ -284,3 +284,51 @@ func TestACLLargeOverRDMA(t *testing.T) {
 		t.Fatalf("getfacl through the mount differs from the server's file (%d and %d bytes)", len(got), len(want))
 	}
 }
+
+// TestUmaskOfCallerOutsideDaemonsPIDNamespace: with ACLs rdmafs applies
+// the caller's umask itself (outside a directory with a default ACL), and
+// takes it from the request, as the kernel sends it: a caller the daemon
+// cannot see, here because the daemon runs in a PID namespace of its own
+// (as in a container), gets its own umask, 077, not a default.
+func TestUmaskOfCallerOutsideDaemonsPIDNamespace(t *testing.T) {
+	needHost(t)
+	export := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	s := startServer(t, export, 0, "no_root_squash")
+	mnt := t.TempDir()
+	cmd := exec.Command("unshare", "--pid", "--fork", rdmafsBin, "-f", "-o", s.mountOpts(), "127.0.0.1:/", mnt)
+	stderr := new(strings.Builder)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e2etest.Unmount(t, mnt)
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); !e2etest.Mounted(mnt); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not mounted after 10 s: %s", stderr)
+		}
+	}
+	sh := exec.Command("sh", "-c", "umask 077 && echo x > f && mkdir d && mkfifo p")
+	sh.Dir = mnt
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("creating with umask 077: %v: %s", err, out)
+	}
+	for name, want := range map[string]os.FileMode{"f": 0o600, "d": 0o700, "p": 0o600} {
+		for _, p := range []string{filepath.Join(mnt, name), filepath.Join(export, name)} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != want {
+				t.Errorf("%s made with umask 077 has mode %#o, want %#o", p, fi.Mode().Perm(), want)
+			}
+		}
+	}
+}
