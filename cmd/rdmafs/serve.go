@@ -70,7 +70,7 @@ func serve(args []string) error {
 		// reboots through it.
 		hostStatd = lockd.HostStatdRuns(context.Background())
 		if locks, err = lockd.New(lockd.Config{StateDir: o.StateDir, GraceTime: o.GraceTime, Name: lockName(o.Addr),
-			HostStatd: hostStatd, Logf: logger.Printf}); err != nil {
+			HostStatd: hostStatd, MayLock: srv.MayLock, Logf: logger.Printf}); err != nil {
 			srv.Close()
 			return fmt.Errorf("serve: %w", err)
 		}

@@ -40,16 +40,28 @@ func (s *Server) nlmProcs() []sunrpc.Proc {
 	return procs
 }
 
-// front answers the calls of a procedure from the clients the export
-// admits, in the transport's goroutine: every procedure here is a few
-// map operations under s.mu.
+// front serves a procedure for the clients the export admits: the
+// transport's goroutine refuses the others, and the session's workers
+// serve the calls, since a call about a file first has the export check
+// the file (Config.MayLock), which reads the filesystem.
 func (s *Server) front(f func(r *sunrpc.Request) []byte) sunrpc.Proc {
-	return sunrpc.Proc{Front: func(r *sunrpc.Request) []byte {
-		if !r.Peer.Admitted {
-			return sunrpc.DeniedReply(r.Xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
-		}
-		return f(r)
-	}}
+	return sunrpc.Proc{
+		Front: func(r *sunrpc.Request) []byte {
+			if !r.Peer.Admitted {
+				return sunrpc.DeniedReply(r.Xid, sunrpc.RejectAuthError, sunrpc.AuthTooWeak)
+			}
+			return nil
+		},
+		Serve: f,
+	}
+}
+
+// mayLock is the export's word on a call about fh (Config.MayLock).
+func (s *Server) mayLock(r *sunrpc.Request, fh []byte) nlm.Stat {
+	if s.cfg.MayLock == nil {
+		return nlm.StatGranted
+	}
+	return s.cfg.MayLock(r, fh)
 }
 
 // synchronous answers a call with the result f gives, or GARBAGE_ARGS
@@ -85,7 +97,10 @@ func (s *Server) test(r *sunrpc.Request) nlm.Message {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return nil
 	}
-	res := nlm.TestRes{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	res := nlm.TestRes{Cookie: a.Cookie, Stat: s.mayLock(r, a.Lock.FH)}
+	if res.Stat != nlm.StatGranted {
+		return &res
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inGrace() {
@@ -107,7 +122,10 @@ func (s *Server) lock(r *sunrpc.Request) nlm.Message {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return nil
 	}
-	res := nlm.Res{Cookie: a.Cookie}
+	res := nlm.Res{Cookie: a.Cookie, Stat: s.mayLock(r, a.Lock.FH)}
+	if res.Stat != nlm.StatGranted {
+		return &res
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res.Stat = s.lockLocked(r, &a)
@@ -170,7 +188,10 @@ func (s *Server) cancelBlocked(r *sunrpc.Request) nlm.Message {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return nil
 	}
-	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	res := nlm.Res{Cookie: a.Cookie, Stat: s.mayLock(r, a.Lock.FH)}
+	if res.Stat != nlm.StatGranted {
+		return &res
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fh := string(a.Lock.FH)
@@ -190,7 +211,10 @@ func (s *Server) unlock(r *sunrpc.Request) nlm.Message {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return nil
 	}
-	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	res := nlm.Res{Cookie: a.Cookie, Stat: s.mayLock(r, a.Lock.FH)}
+	if res.Stat != nlm.StatGranted {
+		return &res
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inGrace() {

@@ -46,7 +46,10 @@ func (s *Server) share(r *sunrpc.Request) []byte {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return garbageArgs(r)
 	}
-	res := nlm.ShareRes{Cookie: a.Cookie}
+	res := nlm.ShareRes{Cookie: a.Cookie, Stat: s.mayLock(r, a.Share.FH)}
+	if res.Stat != nlm.StatGranted {
+		return reply(r, &res)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res.Stat = s.shareLocked(r, &a)
@@ -91,7 +94,10 @@ func (s *Server) unshare(r *sunrpc.Request) []byte {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return garbageArgs(r)
 	}
-	res := nlm.ShareRes{Cookie: a.Cookie, Stat: nlm.StatGranted}
+	res := nlm.ShareRes{Cookie: a.Cookie, Stat: s.mayLock(r, a.Share.FH)}
+	if res.Stat != nlm.StatGranted {
+		return reply(r, &res)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inGrace() {

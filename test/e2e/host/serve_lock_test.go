@@ -37,16 +37,8 @@ func TestServeLocks(t *testing.T) {
 	}
 	srv := startServer(t, dir, 0, "statedir="+state, "grace_time=3")
 	cfg := nfs3.DialConfig{Host: "127.0.0.1", ReservedPort: true, Timeout: 5 * time.Second}
-	m, err := nfs3.DialMount(ctx, nfs3.DialConfig{Host: "127.0.0.1", Port: srv.port, ReservedPort: true, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := m.Mnt(ctx, &sunrpc.Cred{}, "/")
-	m.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fh := string(root.Bytes())
+	os.Chmod(dir, 0o755)
+	fh := lookupHandle(t, ctx, srv.port, "f")
 
 	for _, pv := range [][2]uint32{{nlm.Program, nlm.Version}, {nlm.NSMProgram, nlm.NSMVersion}} {
 		if port := registered(t, ctx, pv[0], pv[1]); port != srv.port {
@@ -82,6 +74,23 @@ type nlmClient struct {
 	ctx  context.Context
 	name string
 	rpc  *sunrpc.Client
+	cred *sunrpc.Cred // of the calls (AUTH_SYS); nil: AUTH_NONE
+}
+
+// lookupHandle returns the handle of name in the export's root, served
+// at port, looked up by root (squashed, so the root must be searchable).
+func lookupHandle(t *testing.T, ctx context.Context, port int, name string) string {
+	t.Helper()
+	mc, c := nfsClients(t, port, true)
+	root, _, err := mc.Mnt(ctx, rootCred, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res nfs3.LookupResult
+	if err := c.Lookup(ctx, rootCred, &root, name, &res); err != nil {
+		t.Fatalf("LOOKUP %s: %v", name, err)
+	}
+	return string(res.FH.Bytes())
 }
 
 // registered waits until serve, which registers with rpcbind once it
@@ -105,14 +114,15 @@ func dialNLM(t *testing.T, ctx context.Context, name string) *nlmClient {
 	t.Helper()
 	port := registered(t, ctx, nlm.Program, nlm.Version)
 	rpc := sunrpc.NewClient(sunrpc.NewTCP(sunrpc.TCPConfig{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ReservedPort: true}),
-		sunrpc.Config{Prog: nlm.Program, Vers: nlm.Version, Timeout: 5 * time.Second, Retrans: 1, Soft: true, ProcNames: nlm.ProcNames})
+		sunrpc.Config{Prog: nlm.Program, Vers: nlm.Version, Auth: sunrpc.Auth{Flavor: sunrpc.AuthSys, Machine: name},
+			Timeout: 5 * time.Second, Retrans: 1, Soft: true, ProcNames: nlm.ProcNames})
 	t.Cleanup(func() { rpc.Close() })
 	return &nlmClient{t: t, ctx: ctx, name: name, rpc: rpc}
 }
 
 func (c *nlmClient) call(proc uint32, args, res nlm.Message) {
 	c.t.Helper()
-	call := c.rpc.NewCall(proc, nil)
+	call := c.rpc.NewCall(proc, c.cred)
 	defer call.Release()
 	e := call.Args()
 	args.Encode(&e)
@@ -136,6 +146,13 @@ func (c *nlmClient) lock(fh string, svid int32, off, length uint64, excl, block,
 	return res.Stat
 }
 
+func (c *nlmClient) test(fh string, svid int32, off, length uint64, excl bool) nlm.Stat {
+	c.t.Helper()
+	var res nlm.TestRes
+	c.call(nlm.ProcTest, &nlm.TestArgs{Exclusive: excl, Lock: c.lk(fh, svid, off, length)}, &res)
+	return res.Stat
+}
+
 func (c *nlmClient) unlock(fh string, svid int32, off, length uint64) nlm.Stat {
 	c.t.Helper()
 	var res nlm.Res
@@ -148,4 +165,51 @@ func (c *nlmClient) want(what string, got, want nlm.Stat) {
 	if got != want {
 		c.t.Fatalf("%s: %v, want %v", what, got, want)
 	}
+}
+
+// TestServeLockNeedsTheFile: serve's lock manager takes a lock only on a
+// file of the export that the caller may read or owns, as knfsd's does
+// (nlm_fopen): a client of the export cannot lock, and so hold up every
+// program that locks, a file it may not open, nor make the server keep
+// locks on handles that name nothing. The calls come as a client's lockd
+// sends them, with the credential of the process that opened the file.
+func TestServeLockNeedsTheFile(t *testing.T) {
+	if !inLockNamespace(t) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for name, mode := range map[string]os.FileMode{"secret": 0o600, "public": 0o644, "theirs": 0o200} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(dir, name), mode)
+	}
+	os.Chown(filepath.Join(dir, "theirs"), 1000, 1000)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	srv := startServer(t, dir, 0)
+	fh := map[string]string{}
+	for _, name := range []string{"secret", "public", "theirs", "sub"} {
+		fh[name] = lookupHandle(t, ctx, srv.port, name)
+	}
+	// A handle of the export's filesystem that the export never gave out
+	// would do as well; one with its bytes changed is no handle at all.
+	bogus := []byte(fh["public"])
+	bogus[len(bogus)-1] ^= 0xff
+
+	user := dialNLM(t, ctx, "user")
+	user.cred = &sunrpc.Cred{UID: 1000, GID: 1000}
+	user.want("a lock on a file the caller may read", user.lock(fh["public"], 1, 0, 0, false, false, false), nlm.StatGranted)
+	user.want("a lock on a file the caller owns but may not read", user.lock(fh["theirs"], 1, 0, 0, true, false, false), nlm.StatGranted)
+	user.want("a lock on a file the caller may not read", user.lock(fh["secret"], 1, 0, 0, true, false, false), nlm.StatFailed)
+	user.want("a TEST of a file the caller may not read", user.test(fh["secret"], 1, 0, 0, true), nlm.StatFailed)
+	user.want("an UNLOCK of a file the caller may not read", user.unlock(fh["secret"], 1, 0, 0), nlm.StatFailed)
+	user.want("a lock on a directory", user.lock(fh["sub"], 1, 0, 0, false, false, false), nlm.StatFailed)
+	user.want("a lock on a handle that names nothing", user.lock(string(bogus), 1, 0, 0, false, false, false), nlm.StatStaleFH)
+
+	root := dialNLM(t, ctx, "root")
+	root.cred = &sunrpc.Cred{}
+	root.want("root, squashed, on a file only root may read", root.lock(fh["secret"], 2, 0, 0, true, false, false), nlm.StatFailed)
 }
