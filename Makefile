@@ -89,6 +89,7 @@ test: deps
 
 bench: build
 	$(GO) run ./bench/hostbench
+	$(GO) run ./bench/fusechannel
 
 e2e:
 	test/e2e/lab.sh e2e $(E2E_FLAGS)
