@@ -31,11 +31,7 @@ func aclExport(t *testing.T, mountOpts ...string) (export, mnt string) {
 			t.Fatalf("%s is missing: install the acl package (make host-packages)", tool)
 		}
 	}
-	export = t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	export = tmpfsExport(t)
 	s := startServer(t, export, 0, "no_root_squash")
 	mnt = s.mount(t, mountOpts...)
 	// The test users reach the mount through its parent.
@@ -259,11 +255,7 @@ func TestACLServerWithoutNFSACL(t *testing.T) {
 // (fuse_set_acl: E2BIG), 511 entries.
 func TestACLLargeOverRDMA(t *testing.T) {
 	needHost(t)
-	export := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	export := tmpfsExport(t)
 	s := startServer(t, export, 0, append([]string{"no_root_squash"}, rdmaServe...)...)
 	mnt := s.mount(t)
 	p, sp := filepath.Join(mnt, "f"), filepath.Join(export, "f")
@@ -292,11 +284,7 @@ func TestACLLargeOverRDMA(t *testing.T) {
 // (as in a container), gets its own umask, 077, not a default.
 func TestUmaskOfCallerOutsideDaemonsPIDNamespace(t *testing.T) {
 	needHost(t)
-	export := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	export := tmpfsExport(t)
 	s := startServer(t, export, 0, "no_root_squash")
 	mnt := t.TempDir()
 	cmd := exec.Command("unshare", "--pid", "--fork", rdmafsBin, "-f", "-o", s.mountOpts(), "127.0.0.1:/", mnt)

@@ -211,6 +211,19 @@ func (s *server) mount(t *testing.T, opts ...string) string {
 	return mnt
 }
 
+// tmpfsExport mounts a new 16 MiB tmpfs (which keeps POSIX ACLs, and
+// whose space a test can see) for a test's export; the test's end
+// unmounts it.
+func tmpfsExport(t *testing.T) string {
+	t.Helper()
+	export := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	return export
+}
+
 // rdmafs runs the binary and returns its exit status and output.
 func rdmafs(t *testing.T, timeout time.Duration, args ...string) (int, string) {
 	t.Helper()

@@ -253,11 +253,7 @@ func TestServeLookupDotDotAtRoot(t *testing.T) {
 // the server (no "Text file busy" from a file the cache holds open).
 func TestServeSpaceAfterRm(t *testing.T) {
 	needHost(t)
-	export := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0777", "rdmafs-test", export).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", export).Run() })
+	export := tmpfsExport(t)
 	s := startServer(t, export, 0, "no_root_squash")
 	mnt := s.mount(t)
 	free := func() uint64 {
