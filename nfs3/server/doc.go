@@ -44,8 +44,8 @@
 //     server's time (UTIME_NOW, which needs only write permission).
 //   - ACCESS is the kernel's answer (faccessat2) for the caller.
 //   - The lock manager (package lockd) asks MayLock (lockcheck.go) before
-//     a call about a file: a handle of the export, a regular file, and a
-//     caller who may read it or owns it, as knfsd's nlm_fopen.
+//     a TEST, LOCK or SHARE: a handle of the export, a regular file, and
+//     a caller who may read it or owns it, as knfsd's nlm_fopen.
 //   - Symbolic links are never followed by the server and no lookup leaves
 //     the export or crosses into another mount below it (openat2 with
 //     RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV); mount points

@@ -17,11 +17,11 @@
 //     it monitors and the grace period.
 //   - nlmproc.go: the NLM4 procedures: NULL, TEST, LOCK and NM_LOCK,
 //     CANCEL, UNLOCK, GRANTED_RES (taken and ignored), SHARE and UNSHARE
-//     (share.go), FREE_ALL, each call about a file after the export's
-//     word that its caller may lock it (Config.MayLock); async.go: the asynchronous TEST_MSG, LOCK_MSG,
-//     CANCEL_MSG and UNLOCK_MSG, answered as knfsd answers them, with a
-//     call of the client's _RES procedure, and the calls to a client's
-//     lockd.
+//     (share.go), FREE_ALL, a TEST, LOCK or SHARE after the export's
+//     word that its caller may lock the file (Config.MayLock); async.go: the
+//     asynchronous TEST_MSG, LOCK_MSG, CANCEL_MSG and UNLOCK_MSG, answered
+//     as knfsd answers them, with a call of the client's _RES procedure,
+//     and the calls to a client's lockd.
 //   - block.go: blocked LOCKs: queued per file, granted in order when what
 //     stood in their way goes, and announced with a GRANTED call to the
 //     client's lockd, found as knfsd finds it, through the client host's

@@ -56,7 +56,12 @@ func (s *Server) front(f func(r *sunrpc.Request) []byte) sunrpc.Proc {
 	}
 }
 
-// mayLock is the export's word on a call about fh (Config.MayLock).
+// mayLock is the export's word on a call about fh (Config.MayLock), which
+// TEST, LOCK and SHARE ask. CANCEL, UNLOCK and UNSHARE only take back
+// what their caller holds or waits for, and do so without it: a file
+// removed on the server, or whose permissions changed, must not leave
+// its locks held (knfsd asks nothing either while it holds the file's
+// locks: it keeps the file open, nlm_do_fopen).
 func (s *Server) mayLock(r *sunrpc.Request, fh []byte) nlm.Stat {
 	if s.cfg.MayLock == nil {
 		return nlm.StatGranted
@@ -188,10 +193,7 @@ func (s *Server) cancelBlocked(r *sunrpc.Request) nlm.Message {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return nil
 	}
-	res := nlm.Res{Cookie: a.Cookie, Stat: s.mayLock(r, a.Lock.FH)}
-	if res.Stat != nlm.StatGranted {
-		return &res
-	}
+	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fh := string(a.Lock.FH)
@@ -211,10 +213,7 @@ func (s *Server) unlock(r *sunrpc.Request) nlm.Message {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return nil
 	}
-	res := nlm.Res{Cookie: a.Cookie, Stat: s.mayLock(r, a.Lock.FH)}
-	if res.Stat != nlm.StatGranted {
-		return &res
-	}
+	res := nlm.Res{Cookie: a.Cookie, Stat: nlm.StatGranted}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inGrace() {

@@ -64,8 +64,8 @@ type Config struct {
 	// MayLock is the export's word on a call about the file fh names,
 	// as knfsd's nlm_fopen gives it to its lockd: StatGranted to go on,
 	// StatStaleFH for a handle that is not the export's, StatFailed for a
-	// caller that may not lock the file. TEST, LOCK, CANCEL, UNLOCK,
-	// SHARE and UNSHARE ask it first; it may block (it runs in the
+	// caller that may not lock the file. TEST, LOCK and SHARE ask it
+	// first (nlmproc.go: mayLock); it may block (it runs in the
 	// session's workers). nil lets every handle through.
 	MayLock func(r *sunrpc.Request, fh []byte) nlm.Stat
 

@@ -94,10 +94,7 @@ func (s *Server) unshare(r *sunrpc.Request) []byte {
 	if nlm.Unmarshal(r.Args, &a) != nil {
 		return garbageArgs(r)
 	}
-	res := nlm.ShareRes{Cookie: a.Cookie, Stat: s.mayLock(r, a.Share.FH)}
-	if res.Stat != nlm.StatGranted {
-		return reply(r, &res)
-	}
+	res := nlm.ShareRes{Cookie: a.Cookie, Stat: nlm.StatGranted}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inGrace() {

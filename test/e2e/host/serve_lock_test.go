@@ -173,6 +173,7 @@ func (c *nlmClient) want(what string, got, want nlm.Stat) {
 // program that locks, a file it may not open, nor make the server keep
 // locks on handles that name nothing. The calls come as a client's lockd
 // sends them, with the credential of the process that opened the file.
+// An UNLOCK, which only takes back the caller's own, is not checked.
 func TestServeLockNeedsTheFile(t *testing.T) {
 	if !inLockNamespace(t) {
 		return
@@ -181,7 +182,7 @@ func TestServeLockNeedsTheFile(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
-	for name, mode := range map[string]os.FileMode{"secret": 0o600, "public": 0o644, "theirs": 0o200} {
+	for name, mode := range map[string]os.FileMode{"secret": 0o600, "public": 0o644, "theirs": 0o200, "gone": 0o644} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), mode); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestServeLockNeedsTheFile(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 	srv := startServer(t, dir, 0)
 	fh := map[string]string{}
-	for _, name := range []string{"secret", "public", "theirs", "sub"} {
+	for _, name := range []string{"secret", "public", "theirs", "gone", "sub"} {
 		fh[name] = lookupHandle(t, ctx, srv.port, name)
 	}
 	// A handle of the export's filesystem that the export never gave out
@@ -205,11 +206,23 @@ func TestServeLockNeedsTheFile(t *testing.T) {
 	user.want("a lock on a file the caller owns but may not read", user.lock(fh["theirs"], 1, 0, 0, true, false, false), nlm.StatGranted)
 	user.want("a lock on a file the caller may not read", user.lock(fh["secret"], 1, 0, 0, true, false, false), nlm.StatFailed)
 	user.want("a TEST of a file the caller may not read", user.test(fh["secret"], 1, 0, 0, true), nlm.StatFailed)
-	user.want("an UNLOCK of a file the caller may not read", user.unlock(fh["secret"], 1, 0, 0), nlm.StatFailed)
 	user.want("a lock on a directory", user.lock(fh["sub"], 1, 0, 0, false, false, false), nlm.StatFailed)
 	user.want("a lock on a handle that names nothing", user.lock(string(bogus), 1, 0, 0, false, false, false), nlm.StatStaleFH)
 
 	root := dialNLM(t, ctx, "root")
 	root.cred = &sunrpc.Cred{}
 	root.want("root, squashed, on a file only root may read", root.lock(fh["secret"], 2, 0, 0, true, false, false), nlm.StatFailed)
+
+	// A lock on a file that its holder may no longer read, or that is
+	// removed, can still be released, and so stops standing in the way.
+	other := dialNLM(t, ctx, "other")
+	other.cred = &sunrpc.Cred{UID: 1000, GID: 1000}
+	os.Chmod(filepath.Join(dir, "public"), 0o600)
+	user.want("an UNLOCK of a file its holder may no longer read", user.unlock(fh["public"], 1, 0, 0), nlm.StatGranted)
+	os.Chmod(filepath.Join(dir, "public"), 0o644)
+	other.want("an exclusive lock after that UNLOCK", other.lock(fh["public"], 2, 0, 0, true, false, false), nlm.StatGranted)
+	user.want("a lock on the file to be removed", user.lock(fh["gone"], 1, 0, 0, true, false, false), nlm.StatGranted)
+	os.Remove(filepath.Join(dir, "gone"))
+	user.want("an UNLOCK of a file removed on the server", user.unlock(fh["gone"], 1, 0, 0), nlm.StatGranted)
+	user.want("a lock on a file removed on the server", user.lock(fh["gone"], 1, 0, 0, true, false, false), nlm.StatStaleFH)
 }
