@@ -83,7 +83,7 @@ var table = []option{
 		[]mountopts.Provider{mountopts.ProviderIBVerbs, mountopts.ProviderSoft},
 		func(o *Options) *mountopts.Provider { return &o.Provider }),
 	flagPair(sectionServe, "lock", "nolock", "nolock",
-		"nolock: serve no file locks (NLM v4 and its NSM, on the TCP port, registered with the host's rpcbind)",
+		"nolock: serve no file locks (NLM v4 and its NSM, on the TCP port, registered with the host's rpcbind); with lock, as with knfsd, a client locks only a regular file of the export that its caller may read or owns",
 		func(o *Options) *bool { return &o.NoLock }),
 	graceTime(),
 	{
