@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -224,25 +223,6 @@ func (f *FS) devLoop() *fusedev.Loop {
 	f.channel.mu.Lock()
 	defer f.channel.mu.Unlock()
 	return f.channel.dev
-}
-
-// fuseDevFDs returns the process's descriptors open on /dev/fuse.
-func fuseDevFDs() map[int]bool {
-	fds := map[int]bool{}
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return fds
-	}
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
-			fds[fd] = true
-		}
-	}
-	return fds
 }
 
 // newFUSEDevFD returns the descriptor open on /dev/fuse that is in after

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rdmafs/rdmafs/fs/fusedev"
 )
 
 // fuseReaders is how many goroutines wait for FUSE requests on /dev/fuse
@@ -35,12 +37,13 @@ const uringDevReaders = 4
 func newServer(fs fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fuse.Server, int, error) {
 	mountMu.Lock()
 	defer mountMu.Unlock()
-	before := fuseDevFDs()
+	before, _ := fusedev.Descriptors() // none read: the descriptor is not clear
 	server, err := fuse.NewServer(fs, dir, opts)
 	if err != nil {
 		return nil, -1, err
 	}
-	return server, newFUSEDevFD(before, fuseDevFDs()), nil
+	after, _ := fusedev.Descriptors()
+	return server, newFUSEDevFD(before, after), nil
 }
 
 // mountMu is held while newServer looks for the descriptor its server

@@ -101,13 +101,20 @@ func mount(uring bool) string {
 		opts.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 	}
 	raw := gofs.NewNodeFS(&root{}, opts)
-	before := devFDs()
+	before, err := fusedev.Descriptors()
+	if err != nil {
+		fatalf("%v", err)
+	}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		fatalf("%v", err)
 	}
 	devFD := -1
-	for fd := range devFDs() {
+	after, err := fusedev.Descriptors()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	for fd := range after {
 		if !before[fd] {
 			devFD = fd
 		}
@@ -143,19 +150,6 @@ func mount(uring bool) string {
 		os.Remove(dir)
 	})
 	return dir
-}
-
-// devFDs returns the process's descriptors open on /dev/fuse.
-func devFDs() map[int]bool {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	fds := map[int]bool{}
-	for _, e := range ents {
-		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target == "/dev/fuse" {
-			n, _ := strconv.Atoi(e.Name())
-			fds[n] = true
-		}
-	}
-	return fds
 }
 
 // callers runs op in n goroutines for d and returns the operations per

@@ -15,6 +15,7 @@
 // readers, for what the kernel still sends on /dev/fuse, and the same
 // protocol server, so that an INTERRUPT finds the request it is for.
 //
-//	loop.go  the readers: read a request, answer it, write the reply
-//	init.go  the protocol server set up as fuse.Server was by INIT
+//	loop.go         the readers: read a request, answer it, write the reply
+//	init.go         the protocol server set up as fuse.Server was by INIT
+//	descriptors.go  the process's /dev/fuse descriptors, to tell a mount's
 package fusedev

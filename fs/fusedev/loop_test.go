@@ -33,16 +33,9 @@ func (r *testRoot) OnAdd(ctx context.Context) {
 
 // devFDs returns the process's descriptors open on /dev/fuse.
 func devFDs(t *testing.T) map[int]bool {
-	ents, err := os.ReadDir("/proc/self/fd")
+	fds, err := Descriptors()
 	if err != nil {
 		t.Fatal(err)
-	}
-	fds := map[int]bool{}
-	for _, e := range ents {
-		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target == "/dev/fuse" {
-			n, _ := strconv.Atoi(e.Name())
-			fds[n] = true
-		}
 	}
 	return fds
 }

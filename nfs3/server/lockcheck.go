@@ -19,7 +19,7 @@ import (
 // The kernel's client sends the credential of the process that opened
 // the file, as rdmafs's does.
 func (s *Server) MayLock(r *sunrpc.Request, fh []byte) nlm.Stat {
-	if !r.Peer.Admitted || !r.Peer.Secure && !s.opts.Export.Insecure {
+	if s.admission(r) != nil { // front.go
 		return nlm.StatFailed
 	}
 	n, err := s.open(fh)
