@@ -52,9 +52,9 @@ func (f *FS) acls(ctx context.Context, obj *object) (aclCache, error) {
 	if c.valid && fresh {
 		return c, nil
 	}
-	mask := uint32(acl.MaskACL)
+	mask := uint32(acl.MaskACL | acl.MaskACLCount)
 	if obj.typ == nfs3.TypeDir {
-		mask |= acl.MaskDefault
+		mask |= acl.MaskDefault | acl.MaskDefaultCount
 	}
 	var res acl.Result
 	var attr nfs3.Fattr

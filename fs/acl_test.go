@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -117,5 +118,43 @@ func TestCreatesKeepTheDirectorysACL(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(h.dir, "d", "after")); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("a file made in a directory with a default ACL: %v, %v; want mode 0666", fi.Mode(), err)
+	}
+}
+
+// TestGetACLAsksAsTheKernelClient: GETACL asks for a file's access ACL
+// with its entry count (NFS_ACL|NFS_ACLCNT), and for a directory's
+// default ACL and count too, as the kernel client's nfs3_get_acl does:
+// some servers answer a mask without the counts with no ACL at all.
+func TestGetACLAsksAsTheKernelClient(t *testing.T) {
+	var masks []uint32
+	var mu sync.Mutex
+	h := newHarness(t, harnessConfig{acl: true, wrap: func(tr sunrpc.Transport) sunrpc.Transport {
+		return &misbehaving{Transport: tr, call: func(call *sunrpc.Call) {
+			if binary.BigEndian.Uint32(call.Head[12:]) == acl.Program && call.Proc == acl.ProcGetACL {
+				mu.Lock()
+				masks = append(masks, binary.BigEndian.Uint32(call.Head[len(call.Head)-4:]))
+				mu.Unlock()
+			}
+		}}
+	}})
+	file, fh := h.mustCreate(rootNode, "f", 0o600)
+	h.close(file, fh)
+	dir, en := h.mkdir(rootNode, "d", 0o755)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	mu.Lock()
+	masks = nil // the creates asked for the root's default ACL
+	mu.Unlock()
+	for _, node := range []uint64{file, dir} {
+		if _, en := h.getxattr(node, acl.XattrAccess); en != syscall.ENODATA {
+			t.Fatalf("getxattr of a minimal ACL: %v, want ENODATA", en)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []uint32{acl.MaskACL | acl.MaskACLCount, acl.MaskACL | acl.MaskACLCount | acl.MaskDefault | acl.MaskDefaultCount}
+	if !slices.Equal(masks, want) {
+		t.Errorf("GETACL masks %#x (file, then directory), want %#x", masks, want)
 	}
 }
