@@ -56,9 +56,10 @@ func lockRange(lk *fuse.FileLock) lockd.Range {
 	return lockd.Range{Start: lk.Start, End: min(lk.End, lockd.MaxOffset)}
 }
 
-// Getlk implements gofs.NodeGetlker: F_GETLK, answered by the server's
-// TEST. The holder's pid is not known here (it is another host's), so it
-// is 0.
+// Getlk implements gofs.NodeGetlker: F_GETLK. As with the kernel's
+// client, a conflicting fcntl lock of another process of this mount is
+// found without asking the server, and named by its pid; one the server's
+// TEST finds has pid 0 (lockd.Conflict).
 func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32, out *fuse.FileLock) syscall.Errno {
 	l := n.fs.cfg.Locks
 	if l == nil {
@@ -74,7 +75,7 @@ func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 		*out = fuse.FileLock{Typ: syscall.F_UNLCK}
 		return 0
 	}
-	*out = fuse.FileLock{Start: c.Start, End: c.End, Typ: syscall.F_RDLCK}
+	*out = fuse.FileLock{Start: c.Start, End: c.End, Typ: syscall.F_RDLCK, Pid: c.Pid}
 	if c.Exclusive {
 		out.Typ = syscall.F_WRLCK
 	}
@@ -83,15 +84,15 @@ func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 
 // Setlk implements gofs.NodeSetlker: F_SETLK (and a flock(2) with
 // LOCK_NB, and every unlock).
-func (n *node) Setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32) syscall.Errno {
-	return n.setlk(ctx, f, owner, lk, false)
+func (n *node) Setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return n.setlk(ctx, f, owner, lk, flags, false)
 }
 
 // Setlkw implements gofs.NodeSetlkwer: F_SETLKW (and a blocking flock(2)).
 // A signal for the caller ends the wait with EINTR, after a CANCEL; the
 // runtime's SIGURG, which a Go caller gets all the time, does not.
-func (n *node) Setlkw(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, _ uint32) syscall.Errno {
-	return n.setlk(ctx, f, owner, lk, true)
+func (n *node) Setlkw(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return n.setlk(ctx, f, owner, lk, flags, true)
 }
 
 // lockCred is the credential a lock call through open file f carries: that
@@ -104,7 +105,9 @@ func (n *node) lockCred(ctx context.Context, f gofs.FileHandle) *sunrpc.Cred {
 	return n.fs.creds.lookup(ctx, nil, nil)
 }
 
-func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, wait bool) syscall.Errno {
+// setlk takes or releases a lock; flags are FUSE's (fuse.FUSE_LK_FLOCK:
+// a flock(2) lock).
+func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	l := n.fs.cfg.Locks
 	if l == nil {
 		return syscall.ENOLCK
@@ -136,7 +139,8 @@ func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 	if c, ok := fuse.FromContext(ctx); ok {
 		pid = c.Pid
 	}
-	err := l.Lock(ctx, n.lockCred(ctx, f), fh, owner, lockRange(lk), lk.Typ == syscall.F_WRLCK, wait,
+	holder := lockd.Holder{Pid: lk.Pid, Posix: flags&fuse.FUSE_LK_FLOCK == 0}
+	err := l.Lock(ctx, n.lockCred(ctx, f), fh, owner, holder, lockRange(lk), lk.Typ == syscall.F_WRLCK, wait,
 		func() bool { return signalPending(pid) })
 	if err != nil {
 		return lockd.Errno(err)

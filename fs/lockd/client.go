@@ -172,7 +172,10 @@ func (c *Client) Close() error {
 type Conflict struct {
 	Range
 	Exclusive bool
-	Svid      int32
+	// Pid is the process of this host that holds it, or 0 for another
+	// host's lock: the kernel's client reports those as the negative
+	// svid, which FUSE cannot carry.
+	Pid uint32
 }
 
 // lock builds the nlm4_lock of owner's range r of file fh. The caller
@@ -272,8 +275,14 @@ func Errno(err error) syscall.Errno {
 }
 
 // Test asks whether owner could lock r of fh, opened with cred; it
-// returns the lock in the way, or nil.
+// returns the lock in the way, or nil. As the kernel's client does, it
+// looks first among the fcntl locks that this client's other owners hold,
+// and names the process of the one it finds; only if none is in the way
+// does it ask the server.
 func (c *Client) Test(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner uint64, r Range, exclusive bool) (*Conflict, error) {
+	if local := c.localConflict(fh, owner, r, exclusive); local != nil {
+		return local, nil
+	}
 	for {
 		args := nlm.TestArgs{Cookie: c.cookie(), Exclusive: exclusive, Lock: c.nlmLock(fh, owner, r)}
 		var res nlm.TestRes
@@ -285,7 +294,7 @@ func (c *Client) Test(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner u
 			return nil, nil
 		case nlm.StatDenied:
 			h := &res.Holder
-			return &Conflict{Range: fromNLM(h.Offset, h.Length), Exclusive: h.Exclusive, Svid: h.Svid}, nil
+			return &Conflict{Range: fromNLM(h.Offset, h.Length), Exclusive: h.Exclusive}, nil
 		case nlm.StatDeniedGracePeriod:
 			if err := c.graceWait(ctx); err != nil {
 				return nil, err
@@ -294,6 +303,30 @@ func (c *Client) Test(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner u
 		}
 		return nil, &StatError{"TEST", res.Stat}
 	}
+}
+
+// localConflict returns the first fcntl lock of another owner of this
+// client on fh that is in the way of owner's lock of r, or nil.
+func (c *Client) localConflict(fh []byte, owner uint64, r Range, exclusive bool) *Conflict {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found *Conflict
+	for k, h := range c.held {
+		holder := c.owners.holders[k.owner]
+		if k.owner == owner || k.fh != string(fh) || !holder.Posix {
+			continue
+		}
+		for _, s := range h {
+			if s.End < r.Start || s.Start > r.End || !exclusive && !s.Exclusive {
+				continue
+			}
+			// The lowest in the file, whatever the map's order.
+			if found == nil || s.Start < found.Start {
+				found = &Conflict{Range: s.Range, Exclusive: s.Exclusive, Pid: holder.Pid}
+			}
+		}
+	}
+	return found
 }
 
 // Unlock releases owner's locks in r of fh, opened with cred.
@@ -373,6 +406,7 @@ func (c *Client) forgetOwnerLocked(owner uint64) {
 		}
 	}
 	delete(c.owners.bySvid, owner)
+	delete(c.owners.holders, owner)
 }
 
 // Held reports whether owner holds any lock on fh.

@@ -257,17 +257,17 @@ var alice = &sunrpc.Cred{UID: 1000, GID: 1000, Groups: []uint32{1000, 27}}
 // waitLock runs a waiting Lock of owner in the background.
 func waitLock(ctx context.Context, c *Client, owner uint64, interrupted Interrupted) chan error {
 	done := make(chan error, 1)
-	go func() { done <- c.Lock(ctx, alice, fh, owner, whole, true, true, interrupted) }()
+	go func() { done <- c.Lock(ctx, alice, fh, owner, Holder{}, whole, true, true, interrupted) }()
 	return done
 }
 
 // holdThenRelease has owner 1 take the lock, owner 2 wait for it, and
 // owner 1 release it after a while; it returns how long owner 2 then took.
 func holdThenRelease(t *testing.T, c *Client) time.Duration {
-	if err := c.Lock(context.Background(), alice, fh, 1, whole, true, false, nil); err != nil {
+	if err := c.Lock(context.Background(), alice, fh, 1, Holder{}, whole, true, false, nil); err != nil {
 		t.Fatalf("owner 1 LOCK: %v", err)
 	}
-	if err := c.Lock(context.Background(), alice, fh, 2, whole, true, false, nil); Errno(err) != syscall.EAGAIN {
+	if err := c.Lock(context.Background(), alice, fh, 2, Holder{}, whole, true, false, nil); Errno(err) != syscall.EAGAIN {
 		t.Fatalf("owner 2 LOCK without waiting while owner 1 holds it: %v (errno %v), want EAGAIN", err, Errno(err))
 	}
 	done := waitLock(context.Background(), c, 2, nil)
@@ -343,7 +343,7 @@ func TestLockPollsWithoutCallback(t *testing.T) {
 func TestLockInterruptCancels(t *testing.T) {
 	p := startPeer(t)
 	c := p.dial(t, true)
-	if err := c.Lock(context.Background(), alice, fh, 1, whole, true, false, nil); err != nil {
+	if err := c.Lock(context.Background(), alice, fh, 1, Holder{}, whole, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, interrupt := context.WithCancel(context.Background())
@@ -392,7 +392,7 @@ func TestLockReclaimInGrace(t *testing.T) {
 	p := startPeer(t)
 	c := p.dial(t, false)
 	r := Range{100, 199}
-	if err := c.Lock(context.Background(), alice, fh, 1, r, true, false, nil); err != nil {
+	if err := c.Lock(context.Background(), alice, fh, 1, Holder{}, r, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
@@ -434,7 +434,7 @@ func TestLockCallsCarryTheFilesCredential(t *testing.T) {
 	c := p.dial(t, false)
 	bob := &sunrpc.Cred{UID: 1001, GID: 1001}
 	ctx := context.Background()
-	if err := c.Lock(ctx, alice, fh, 1, whole, true, false, nil); err != nil {
+	if err := c.Lock(ctx, alice, fh, 1, Holder{}, whole, true, false, nil); err != nil {
 		t.Fatalf("LOCK: %v (errno %v)", err, Errno(err))
 	}
 	if _, err := c.Test(ctx, bob, fh, 2, whole, true); err != nil {
@@ -475,7 +475,7 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 	live := dial()
 	defer live.Close()
 	liveFH := []byte("live-file")
-	if err := live.Lock(context.Background(), alice, liveFH, 7, whole, true, false, nil); err != nil {
+	if err := live.Lock(context.Background(), alice, liveFH, 7, Holder{}, whole, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -484,17 +484,19 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 	dead.mu.Lock()
 	dead.callbacks = true // its waiting locks are queued on the server
 	dead.mu.Unlock()
-	if err := dead.Lock(context.Background(), alice, fh, 1, Range{0, 9}, true, false, nil); err != nil {
+	if err := dead.Lock(context.Background(), alice, fh, 1, Holder{}, Range{0, 9}, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := []byte("other-file")
-	if err := live.Lock(context.Background(), alice, other, 8, whole, true, false, nil); err != nil {
+	if err := live.Lock(context.Background(), alice, other, 8, Holder{}, whole, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	waitDone := make(chan error, 1)
-	go func() { waitDone <- dead.Lock(ctx, alice, other, 2, whole, true, true, func() bool { return false }) }()
+	go func() {
+		waitDone <- dead.Lock(ctx, alice, other, 2, Holder{}, whole, true, true, func() bool { return false })
+	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for p.count("LOCK(block)") == 0 {
 		if time.Now().After(deadline) {
@@ -539,7 +541,39 @@ func TestRecoverStaleAfterCrash(t *testing.T) {
 		}
 	}
 	p.mu.Unlock()
-	if err := next.Lock(context.Background(), alice, fh, 3, whole, true, false, nil); err != nil {
+	if err := next.Lock(context.Background(), alice, fh, 3, Holder{}, whole, true, false, nil); err != nil {
 		t.Errorf("LOCK of the dead client's file after recovery: %v", err)
+	}
+}
+
+// TestTestNamesLocalHolder: a TEST in the way of an fcntl lock of another
+// owner of this client is answered from what the client holds, with that
+// holder's pid and range, without asking the server (the kernel client's
+// do_getlk); one in the way of a flock(2) lock (which the kernel does not
+// keep among its fcntl locks) is the server's to answer, pid 0.
+func TestTestNamesLocalHolder(t *testing.T) {
+	p := startPeer(t)
+	c := p.dial(t, false)
+	ctx := context.Background()
+	if err := c.Lock(ctx, alice, fh, 1, Holder{Pid: 4242, Posix: true}, Range{10, 29}, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Test(ctx, alice, fh, 2, Range{0, MaxOffset}, false)
+	if err != nil || got == nil || *got != (Conflict{Range: Range{10, 29}, Exclusive: true, Pid: 4242}) || p.count("TEST") != 0 {
+		t.Errorf("TEST over owner 1's fcntl lock: %+v, %v, %d TESTs sent; want bytes 10-29, exclusive, pid 4242, none sent", got, err, p.count("TEST"))
+	}
+	if got, err := c.Test(ctx, alice, fh, 1, Range{0, MaxOffset}, true); err != nil || got != nil {
+		t.Errorf("TEST by the holder itself: %+v, %v; want none in the way", got, err)
+	}
+	if err := c.Unlock(ctx, alice, fh, 1, whole); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Lock(ctx, alice, fh, 3, Holder{Pid: 4343}, whole, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	sent := p.count("TEST")
+	got, err = c.Test(ctx, alice, fh, 2, whole, false)
+	if err != nil || got == nil || got.Pid != 0 || p.count("TEST") != sent+1 {
+		t.Errorf("TEST over owner 3's flock lock: %+v, %v, %d TESTs sent; want the server's answer, pid 0", got, err, p.count("TEST")-sent)
 	}
 }

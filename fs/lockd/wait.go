@@ -69,17 +69,18 @@ type Interrupted func() bool
 const interruptPoll = 100 * time.Millisecond
 
 // Lock takes owner's lock on r of fh, opened with cred, a write lock if
-// exclusive. Without
+// exclusive; holder is who asks, for Test to name. Without
 // wait it fails with a *StatError of NLM4_DENIED (Errno: EAGAIN) when
 // another owner holds a conflicting lock. With wait it waits for the lock
 // until it is granted or interrupted says the caller has a signal; then it
 // sends CANCEL and returns an error whose Errno is EINTR.
-func (c *Client) Lock(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner uint64, r Range, exclusive, wait bool, interrupted Interrupted) error {
+func (c *Client) Lock(ctx context.Context, cred *sunrpc.Cred, fh []byte, owner uint64, holder Holder, r Range, exclusive, wait bool, interrupted Interrupted) error {
 	key := heldKey{string(fh), owner}
 	poll, pollMax, queue := c.pollPolicy()
 	block := wait && queue
 	c.mu.Lock()
 	l := c.lockLocked(fh, owner, r)
+	c.owners.holders[owner] = holder
 	w := &waiter{fh: key.fh, owner: owner, svid: l.Svid, off: l.Offset, n: l.Length, exclusive: exclusive,
 		cred: cloneCred(cred), queued: block, granted: make(chan struct{})}
 	if wait {

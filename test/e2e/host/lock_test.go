@@ -3,8 +3,11 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -89,6 +92,44 @@ func TestLockFcntlBetweenClients(t *testing.T) {
 	fb.Close()
 	if err := setlk(fa, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
 		t.Errorf("F_SETLK after the holder closed its file: %v", err)
+	}
+}
+
+// TestLockGetlkNamesHolderOfThisMount: a process holds a write lock; a
+// child on the same mount asks F_GETLK and gets the lock with its
+// holder's pid, as through the kernel's client, which looks in its own
+// lock table before it asks the server. The holder on the other mount is
+// another host's to the server: its pid is not known (0).
+func TestLockGetlkNamesHolderOfThisMount(t *testing.T) {
+	a, b, ok := lockMounts(t)
+	if !ok {
+		return
+	}
+	testGetlkNamesHolder(t, a, b, "locked")
+}
+
+// testGetlkNamesHolder takes a write lock on bytes 10-29 of name through
+// mount a and checks what F_GETLK answers through a and b.
+func testGetlkNamesHolder(t *testing.T, a, b, name string) {
+	f := openRW(t, filepath.Join(a, name))
+	if err := setlk(f, syscall.F_SETLK, syscall.F_WRLCK, 10, 20); err != nil {
+		t.Fatalf("F_SETLK: %v", err)
+	}
+	getlk := func(mnt string) string {
+		t.Helper()
+		cmd := exec.Command(testBin, "-test.run=^$", "getlk", filepath.Join(mnt, name))
+		cmd.Env = append(os.Environ(), asUserEnv+"=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("F_GETLK in a child: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got, want := getlk(a), fmt.Sprintf("%d 10 20 %d", syscall.F_WRLCK, os.Getpid()); got != want {
+		t.Errorf("F_GETLK by a child on the same mount = %q (type start len pid), want %q: the holder's pid", got, want)
+	}
+	if got, want := getlk(b), fmt.Sprintf("%d 10 20 0", syscall.F_WRLCK); got != want {
+		t.Errorf("F_GETLK on the other mount = %q (type start len pid), want %q", got, want)
 	}
 }
 
