@@ -141,6 +141,9 @@ func (w *worker) readlink(xid uint32, n *node) []byte {
 	out := successHeader(xid)
 	putStatus(out, nfs3.OK)
 	putPostOpAttr(out, &n.st)
+	// The path is DDP-eligible (RFC 8267): a client that offers a write
+	// chunk for it gets it there, as from knfsd.
+	w.req.Placement = sunrpc.Placement{Off: len(out.Buf) + 4, Len: len(target)}
 	out.Opaque(target)
 	return out.Buf
 }

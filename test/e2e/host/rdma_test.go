@@ -115,3 +115,22 @@ func TestRDMANoDevice(t *testing.T) {
 		t.Error("left mounted")
 	}
 }
+
+// TestRDMAInlineSizes: symlinks, listings and ACLs whose replies (and
+// calls) fall on both sides of the 1 KiB and 4 KiB inline thresholds read
+// back through an RDMA mount of serve, with the default inline size, with
+// 1 KiB, and with listings by READDIR and by READDIRPLUS in replies of at
+// most 4 KiB (rsize=4096).
+func TestRDMAInlineSizes(t *testing.T) {
+	needHost(t)
+	s := startServer(t, "", 0, append(rdmaServe, "no_root_squash")...)
+	for _, opts := range []string{"rdirplus", "max_inline_read=1024,max_inline_write=1024", "nordirplus", "rsize=4096"} {
+		t.Run(opts, func(t *testing.T) {
+			mnt := s.mount(t, opts)
+			workload.RunInlineSizes(t, mnt, s.dir, true)
+			if f := checkRDMAStats(t, mnt); f["write_chunk_count"] == 0 || f["reply_chunk_count"] == 0 {
+				t.Errorf("%d write chunks and %d reply chunks: the long replies did not come in chunks", f["write_chunk_count"], f["reply_chunk_count"])
+			}
+		})
+	}
+}

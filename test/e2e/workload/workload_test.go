@@ -166,3 +166,10 @@ func TestRunWithoutLocal(t *testing.T) {
 		t.Errorf("after RunWithout the directory holds %v (%v), want nothing", left, err)
 	}
 }
+
+// RunInlineSizes against a local directory that is its own server side:
+// every symlink, listing and ACL it makes reads back.
+func TestRunInlineSizesLocal(t *testing.T) {
+	dir := t.TempDir()
+	RunInlineSizes(t, dir, dir, true)
+}
