@@ -203,6 +203,20 @@ func GetPort(ctx context.Context, cfg DialConfig, prog, vers uint32) (int, error
 	return int(port), nil
 }
 
+// Ping calls procedure NULL of program prog, version vers, on port: nil
+// when the server serves that version there; a *sunrpc.AcceptError of
+// PROG_MISMATCH names the versions it serves instead.
+func Ping(ctx context.Context, cfg DialConfig, port int, prog, vers uint32) error {
+	rpc := cfg.client(port, prog, vers, []string{"NULL"})
+	defer rpc.Close()
+	call := rpc.NewCall(0, nil)
+	defer call.Release()
+	if err := rpc.Do(ctx, call); err != nil {
+		return fmt.Errorf("nfs3: NULL of %s v%d on %s port %d: %w", programName(prog), vers, cfg.Host, port, err)
+	}
+	return nil
+}
+
 // programName names prog as rpcinfo -p does.
 func programName(prog uint32) string {
 	switch prog {

@@ -50,6 +50,44 @@ func connect(ctx context.Context, a *mountArgs, logf func(string, ...any)) (*con
 	}
 }
 
+// mountdError says why the server's mountd could not be found. A server
+// that offers NFS version 4 only (as several cloud NFS services do) has no
+// MOUNT protocol, and rdmafs speaks NFS version 3: its NFS port answers a
+// version 3 call with PROG_MISMATCH, which mount.nfs reports as "requested
+// NFS version or transport protocol is not supported". Otherwise, when the
+// portmapper answered, mountd is not registered there; when it did not,
+// the server may have none, and mountport= reaches its mountd.
+func mountdError(ctx context.Context, host string, dial nfs3.DialConfig, err error) error {
+	if dial.Port != 0 {
+		return err
+	}
+	if !errors.Is(err, sunrpc.ErrTimeout) {
+		// The portmapper's answer may name a version that is not 3:
+		// rpcbind gives the port of any version of a program asked for.
+		port, perr := nfs3.GetPort(ctx, dial, nfs3.Program, nfs3.Version)
+		if perr != nil {
+			port = defaultNFSPort
+		}
+		var ae *sunrpc.AcceptError
+		if perr := nfs3.Ping(ctx, dial, port, nfs3.Program, nfs3.Version); errors.As(perr, &ae) && ae.Stat == sunrpc.ProgMismatch && ae.Low > nfs3.Version {
+			return fmt.Errorf("server %s offers NFS version %s only, and rdmafs speaks NFS version 3: "+
+				"requested NFS version or transport protocol is not supported", host, versionRange(ae.Low, ae.High))
+		}
+	}
+	if errors.Is(err, nfs3.ErrNotRegistered) {
+		return err
+	}
+	return fmt.Errorf("%w (give mountport=N if the server has no portmapper)", err)
+}
+
+// versionRange names the versions from low to high.
+func versionRange(low, high uint32) string {
+	if low == high {
+		return fmt.Sprint(low)
+	}
+	return fmt.Sprintf("%d to %d", low, high)
+}
+
 func unreachable(err error) bool {
 	return errors.Is(err, sunrpc.ErrConnect) || errors.Is(err, sunrpc.ErrTimeout)
 }
@@ -70,10 +108,7 @@ func connectOnce(ctx context.Context, a *mountArgs, logf func(string, ...any)) (
 
 	mc, err := nfs3.DialMount(ctx, dial)
 	if err != nil {
-		if o.MountPort == 0 {
-			return nil, fmt.Errorf("%w (give mountport=N if the server has no portmapper)", err)
-		}
-		return nil, err
+		return nil, mountdError(ctx, a.host, dial, err)
 	}
 	root, flavors, err := mc.Mnt(ctx, self, a.export)
 	if err != nil {

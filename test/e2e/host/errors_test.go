@@ -1,8 +1,10 @@
 package host
 
 import (
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
+	"github.com/rdmafs/rdmafs/test/netns"
 )
 
 // TestBadOptions: every bad option is one clear line naming it, exit
@@ -85,3 +88,19 @@ func TestBadServer(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestMountNoPortmapper: without mountport=, a server whose portmapper
+// does not answer (here, in a network namespace where nothing listens)
+// gets the hint that names mountport=; one with a portmapper that lists
+// no mountd is taken for an NFSv4-only server only when its NFS port says
+// so (TestGaneshaNFSv4Only).
+func TestMountNoPortmapper(t *testing.T) {
+	needHost(t)
+	netns.Need(t)
+	mnt := t.TempDir()
+	out, err := exec.Command("unshare", "-n", "sh", "-c", `ip link set lo up && exec "$0" 127.0.0.1:/ "$1"`, rdmafsBin, mnt).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 32 || !strings.Contains(string(out), "give mountport=N if the server has no portmapper") {
+		t.Errorf("mount of a server without a portmapper: %v, %q; want status 32 and the mountport hint", err, out)
+	}
+}
