@@ -72,9 +72,9 @@ const (
 // follows, which the kernel has no counterpart of per mount (it counts
 // NLM for the whole host, in /proc/net/rpc/nlm):
 //
-//	nlm SOURCE mounted on MOUNTPOINT p/v: 100021/4 (nlockmgr)
-//	per-op statistics: one line per NLM version 4 procedure, in the
-//	        format of the NFS ones, named NLM_TEST, NLM_LOCK and so on
+//	per-op NLM statistics p/v: 100021/4 (nlockmgr)
+//	then one line per NLM version 4 procedure, in the format of the
+//	        NFS ones, named NLM_TEST, NLM_LOCK and so on
 //
 // and an empty line.
 func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
@@ -119,8 +119,11 @@ func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
 	}
 	b.WriteString("\n")
 	if f.cfg.Locks != nil {
-		fmt.Fprintf(b, "nlm %s mounted on %s p/v: %d/%d (nlockmgr)\n", mangle(f.cfg.Source), mangle(mountpoint), nlm.Program, nlm.Version)
-		b.WriteString("\tper-op statistics\n")
+		// A line nfs-utils' mountstats and nfsiostat take in their
+		// stride: they read every line after the mount's RPC header as
+		// an RPC line, and one that starts with per-op as the per-op
+		// header, so the NLM procedures are listed with the NFS ones.
+		fmt.Fprintf(b, "%s p/v: %d/%d (nlockmgr)\n", LockStatsHeader, nlm.Program, nlm.Version)
 		if err := f.cfg.Locks.RPC().WriteOpStats(b); err != nil {
 			return err
 		}
@@ -128,6 +131,11 @@ func (f *FS) WriteStats(w io.Writer, mountpoint string) error {
 	}
 	return b.Flush()
 }
+
+// LockStatsHeader starts the block of NLM procedures that follows a
+// mount's block in its statistics when its locks go to the server (the
+// kernel has no such block: its lockd is the host's).
+const LockStatsHeader = "per-op NLM statistics"
 
 // mangle escapes the characters that would split a field of the
 // mountstats line (space, tab, newline) and the backslash, as octal

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmafs/rdmafs/fs"
 	"github.com/rdmafs/rdmafs/xprtrdma"
 )
 
@@ -65,7 +66,7 @@ type mountStats struct {
 	Xprts                                []xprt
 	Ops                                  []opStats
 	// LockOps are the NLM procedures of a mount whose locks go to the
-	// server (the "nlm" block that follows the mount's).
+	// server (the block of fs.LockStatsHeader that follows the mount's).
 	LockOps []opStats
 }
 
@@ -99,11 +100,11 @@ func parseMountStats(text string) ([]mountStats, error) {
 			m, inOps, inLock = &all[len(all)-1], false, false
 			continue
 		}
-		if strings.HasPrefix(line, "nlm ") {
+		if strings.HasPrefix(line, fs.LockStatsHeader) {
 			if m == nil {
 				return nil, bad("before the first device line")
 			}
-			inOps, inLock = false, true
+			inOps, inLock = true, true
 			continue
 		}
 		if m == nil {

@@ -191,8 +191,7 @@ func TestRdmafsMounts(t *testing.T) {
 
 // lockStats is the NLM block that follows a mount's block when its locks
 // go to the server.
-const lockStats = `nlm srv:/export mounted on /mnt/a\040b p/v: 100021/4 (nlockmgr)
-	per-op statistics
+const lockStats = `per-op NLM statistics p/v: 100021/4 (nlockmgr)
 	    NLM_NULL: 0 0 0 0 0 0 0 0 0
 	    NLM_LOCK: 7 7 0 1400 280 0 3 4 0
 	  NLM_UNLOCK: 5 5 0 1000 200 0 2 3 0

@@ -22,7 +22,7 @@ func mountstatsBlock(text, mnt string) []string {
 			f := strings.Fields(line)
 			in = len(f) > 4 && f[4] == mnt
 		}
-		if strings.HasPrefix(line, "nlm ") {
+		if strings.HasPrefix(line, "per-op NLM statistics") {
 			in = false
 		}
 		if in && strings.TrimSpace(line) != "" {

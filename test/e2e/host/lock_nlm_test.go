@@ -249,7 +249,7 @@ func TestLockFUSEFcntl(t *testing.T) {
 		t.Errorf("after close(2) the server still holds %+v", held)
 	}
 	// rdmafs stats counts the NLM calls, after the NFS ones.
-	if code, out := rdmafs(t, 10*time.Second, "stats", b); code != 0 || !regexp.MustCompile(`(?m)^nlm .* p/v: 100021/4 \(nlockmgr\)$`).MatchString(out) ||
+	if code, out := rdmafs(t, 10*time.Second, "stats", b); code != 0 || !regexp.MustCompile(`(?m)^per-op NLM statistics p/v: 100021/4 \(nlockmgr\)$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^\s+NLM_LOCK: [1-9]`).MatchString(out) || !regexp.MustCompile(`(?m)^\s+NLM_UNLOCK: [1-9]`).MatchString(out) {
 		t.Errorf("rdmafs stats %s (status %d) shows no NLM block with LOCK and UNLOCK calls:\n%s", b, code, out)
 	}
