@@ -29,10 +29,12 @@ GO ?= go
 # renders the man page in its test, prometheus (promtool) and
 # prometheus-node-exporter, which read rdmafs stats -prometheus in the
 # metrics tests (installed, their services are not started: the tests
-# run node_exporter on a loopback port of their own), and acl (setfacl,
-# getfacl) for the ACL tests.
+# run node_exporter on a loopback port of their own), acl (setfacl,
+# getfacl) for the ACL tests, and nfs-ganesha with its VFS back end, the
+# second real NFS server of the host tests (package test/ganesha starts it
+# in a network namespace of the test's own; its service is not started).
 HOST_PACKAGES = fuse3 gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev fio libnfs-utils nfs-common iproute2 groff-base \
-	prometheus prometheus-node-exporter acl
+	prometheus prometheus-node-exporter acl nfs-ganesha nfs-ganesha-vfs
 
 .PHONY: deps demo build install uninstall man test bench bench-verbs e2e e2e-current e2e-soak bench-e2e e2e-build e2e-image e2e-shell e2e-docker
 

@@ -155,6 +155,23 @@ func startServer(t *testing.T, dir string, port int, extra ...string) *server {
 	return s
 }
 
+// export is what the tests that do not depend on the server's kind
+// mount: serve's (server) or NFS-Ganesha's (ganeshaExport).
+type export interface {
+	// exportDir is the exported directory, as the server sees it.
+	exportDir() string
+	// source is what a mount of it shows as its source (SERVER:/PATH).
+	source() string
+	// mount mounts the export on a new directory and returns it; the
+	// test's cleanup unmounts it.
+	mount(t *testing.T, opts ...string) string
+}
+
+var _ export = (*server)(nil)
+
+func (s *server) exportDir() string { return s.dir }
+func (s *server) source() string    { return "127.0.0.1:/" }
+
 // stop ends the server with SIGTERM.
 func (s *server) stop() {
 	if s.cmd.ProcessState != nil {

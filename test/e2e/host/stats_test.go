@@ -89,12 +89,17 @@ func wantLine(t *testing.T, what, out, re string) {
 func TestStatsMountstats(t *testing.T) {
 	needHost(t)
 	needMountstats(t)
-	s := startServer(t, "", 0, "no_root_squash") // the test writes as root
-	const served = 300_000                       // read through the mount
-	if err := os.WriteFile(filepath.Join(s.dir, "served"), bytes.Repeat([]byte("r"), served), 0o644); err != nil {
+	testStatsMountstats(t, startServer(t, "", 0, "no_root_squash")) // the test writes as root
+}
+
+// testStatsMountstats is TestStatsMountstats on export e.
+func testStatsMountstats(t *testing.T, e export) {
+	const served = 300_000 // read through the mount
+	if err := os.WriteFile(filepath.Join(e.exportDir(), "served"), bytes.Repeat([]byte("r"), served), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mnt := s.mount(t)
+	mnt := e.mount(t)
+	source := regexp.QuoteMeta(e.source())
 	const before, buffered, direct = 5_000, 3<<20 + 5, 1 << 20
 	write(t, filepath.Join(mnt, "before"), strings.Repeat("b", before))
 	old := statsFile(t, mnt, "old")
@@ -107,7 +112,7 @@ func TestStatsMountstats(t *testing.T) {
 	cur := statsFile(t, mnt, "cur")
 
 	out := mountstats(t, "-f", cur)
-	wantLine(t, "mountstats -f", out, `^Stats for 127\.0\.0\.1:/ mounted on `+regexp.QuoteMeta(mnt)+`:$`)
+	wantLine(t, "mountstats -f", out, `^Stats for `+source+` mounted on `+regexp.QuoteMeta(mnt)+`:$`)
 	wantLine(t, "mountstats -f", out, `NFS server capabilities: caps=0x7,wtmult=0,dtsize=\d+,bsize=0,namlen=255$`)
 	wantLine(t, "mountstats -f", out, fmt.Sprintf(`applications wrote %d bytes via write\(2\)$`, before+buffered))
 	wantLine(t, "mountstats -f", out, fmt.Sprintf(`applications wrote %d bytes via O_DIRECT write\(2\)$`, direct))
@@ -129,7 +134,7 @@ func TestStatsMountstats(t *testing.T) {
 	wantLine(t, "mountstats -n", out, `VFS called nfs_file_release\(\) [3-9] times$`)
 
 	out = mountstats(t, "iostat", "-f", cur)
-	wantLine(t, "mountstats iostat", out, `^127\.0\.0\.1:/ mounted on `+regexp.QuoteMeta(mnt)+`:$`)
+	wantLine(t, "mountstats iostat", out, `^`+source+` mounted on `+regexp.QuoteMeta(mnt)+`:$`)
 	wantLine(t, "mountstats iostat", out, `^write:\s+ops/s\s+kB/s`)
 	out = mountstats(t, "iostat", "-S", old, "-f", cur)
 	wantLine(t, "mountstats iostat -S", out, `^read:\s+ops/s`)
@@ -149,8 +154,12 @@ func TestStatsMountstats(t *testing.T) {
 // monitoring system reads it.
 func TestStatsJSON(t *testing.T) {
 	needHost(t)
-	s := startServer(t, "", 0, "no_root_squash") // the test writes as root
-	mnt := s.mount(t)
+	testStatsJSON(t, startServer(t, "", 0, "no_root_squash")) // the test writes as root
+}
+
+// testStatsJSON is TestStatsJSON on export e.
+func testStatsJSON(t *testing.T, e export) {
+	mnt := e.mount(t)
 	const n = 70_000
 	write(t, filepath.Join(mnt, "f"), strings.Repeat("j", n))
 	code, out := rdmafs(t, 10*time.Second, "stats", "-json", mnt)
