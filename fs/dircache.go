@@ -17,11 +17,16 @@ import "sync/atomic"
 //     it is found by Brent's method, which needs no memory.
 //   - READDIRPLUS makes the kernel's inodes of the files it lists (each
 //     costs the client its node and object, about 2 KiB of memory) only
-//     while the mount holds fewer than dirPlusInodes files; beyond that, the
-//     entries go to the kernel by name and type, and a stat looks the file
-//     up, as with nordirplus. Inodes the kernel makes by LOOKUP are not
-//     limited: the kernel's dentry cache holds them, and its shrinker
-//     frees them under memory pressure.
+//     while the mount holds fewer than dirPlusInodes files, and gives them
+//     names only while it has given fewer than dirPlusInodes names to
+//     files the mount holds (each name costs go-fuse a link from the
+//     directory and one back, with the name twice: a server that answers
+//     with one handle for every name makes one file and names without
+//     end). Beyond either, the entries go to the kernel by name and type,
+//     and a stat looks the file up, as with nordirplus. A file's names go
+//     with it, when the kernel forgets it. Inodes and names the kernel
+//     makes by LOOKUP are not limited: the kernel's dentry cache holds
+//     them, and its shrinker frees them under memory pressure.
 const (
 	dirCookiesPerListing = 8192
 	dirCookiesTotal      = 1 << 20
@@ -139,14 +144,15 @@ func (b *brentLoop) repeats(c uint64) bool {
 }
 
 // mayMakeInode reports whether a READDIRPLUS entry may become an inode:
-// while the mount holds fewer than dirPlusInodes files. It logs the first
-// time it says no.
+// while the mount holds fewer than dirPlusInodes files and READDIRPLUS
+// gave them fewer than dirPlusInodes names. It logs the first time it says
+// no.
 func (f *FS) mayMakeInode() bool {
-	if f.objects.count() < dirPlusInodes {
+	if f.objects.count() < dirPlusInodes && f.objects.plusNames.Load() < dirPlusInodes {
 		return true
 	}
 	if f.plusRefused.CompareAndSwap(false, true) {
-		f.logf("the mount holds %d files: directories are listed without making inodes of their entries (as nordirplus) while it holds that many", dirPlusInodes)
+		f.logf("the mount holds %d files or names of files from listings: directories are listed without making inodes of their entries (as nordirplus) while it holds that many", dirPlusInodes)
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -39,12 +40,18 @@ type object struct {
 	lastClose  chan struct{} // closed when opens drops to 0, if someone waits
 	silly      *silly        // set when unlinked while open
 	wb         *writeback
+	// plusNames counts the names READDIRPLUS gave the kernel for it
+	// (dircache.go); its table's total drops them when it goes.
+	plusNames *atomic.Int64
 }
 
 // objectTable finds the object of a handle while any node uses it.
 type objectTable struct {
 	mu sync.Mutex
 	m  map[nfs3.FH]weak.Pointer[object]
+	// plusNames is the names READDIRPLUS gave the kernel for the
+	// table's objects, while they live.
+	plusNames atomic.Int64
 }
 
 // get returns the object for fh, creating it with attr if there is none.
@@ -59,11 +66,17 @@ func (t *objectTable) get(fh nfs3.FH, attr *nfs3.Fattr) (obj *object, created bo
 			return obj, false
 		}
 	}
-	obj = &object{fh: fh, fileID: attr.FileID, typ: attr.Type}
+	obj = &object{fh: fh, fileID: attr.FileID, typ: attr.Type, plusNames: new(atomic.Int64)}
 	wp := weak.Make(obj)
 	t.m[fh] = wp
-	runtime.AddCleanup(obj, t.forget, cleanupArg{fh, wp})
+	runtime.AddCleanup(obj, t.forget, cleanupArg{fh, wp, obj.plusNames})
 	return obj, true
+}
+
+// addPlusName records a name READDIRPLUS gave the kernel for obj.
+func (t *objectTable) addPlusName(obj *object) {
+	obj.plusNames.Add(1)
+	t.plusNames.Add(1)
 }
 
 // count returns the number of objects in the table: those of live nodes,
@@ -75,13 +88,16 @@ func (t *objectTable) count() int {
 }
 
 type cleanupArg struct {
-	fh nfs3.FH
-	wp weak.Pointer[object]
+	fh        nfs3.FH
+	wp        weak.Pointer[object]
+	plusNames *atomic.Int64
 }
 
 // forget drops the table entry of a collected object, unless the handle
-// already names a newer one.
+// already names a newer one, and the names READDIRPLUS gave it: go-fuse
+// drops an inode's names with it.
 func (t *objectTable) forget(arg cleanupArg) {
+	t.plusNames.Add(-arg.plusNames.Load())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m[arg.fh] == arg.wp {

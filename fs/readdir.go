@@ -167,10 +167,20 @@ func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		// the name and makes no dentry (fuse_direntplus_link).
 		return nil, syscall.ENOBUFS
 	}
+	had := h.n.GetChild(name)
+	var ino *gofs.Inode
+	var en syscall.Errno
 	if e := h.last; e != nil && e.name == name && e.hasAttr && e.hasFH {
-		return h.n.found(ctx, e.fh, &e.attr, true, out)
+		ino, en = h.n.found(ctx, e.fh, &e.attr, true, out)
+	} else {
+		ino, en = h.n.Lookup(ctx, name, out)
 	}
-	return h.n.Lookup(ctx, name, out)
+	if en == 0 && (had == nil || had.StableAttr() != ino.StableAttr()) {
+		// A name the kernel did not have for this file: go-fuse keeps it
+		// until the file goes.
+		h.n.fs.objects.addPlusName(ino.Operations().(*node).obj)
+	}
+	return ino, en
 }
 
 // Seekdir implements gofs.FileSeekdirer. A position whose cookie the

@@ -15,35 +15,52 @@ import (
 
 // endlessDirServer is a hostile NFSv3 server, in the test process on
 // loopback TCP: its export's root is a directory that never ends. Every
-// READDIRPLUS and READDIR returns a page of names never seen before, with
-// cookies that keep rising, and never says EOF. It answers just what a
+// READDIRPLUS and READDIR returns a page of entries with cookies that keep
+// rising, and never says EOF: names never seen before, each with a file
+// of its own, or (its kind) each the same file, or one name for every
+// new file. It answers just what a
 // mount and a listing need (NULL, MOUNT MNT and UMNT, GETATTR, LOOKUP,
 // ACCESS, FSSTAT, FSINFO, PATHCONF), MOUNT and NFS on one port, with its
 // own minimal RPC and record marking, so nothing of rdmafs's server is
 // involved.
 type endlessDirServer struct {
 	ln      net.Listener
+	kind    endlessKind
 	entries atomic.Int64 // directory entries sent
 	wg      sync.WaitGroup
 }
+
+// endlessKind is what the entries of the endless directory name.
+type endlessKind int
+
+const (
+	newFiles endlessKind = iota // a new name of a new file each
+	oneFile                     // a new name each, all of one file (one handle, one file id)
+	oneName                     // one name, of a new file each
+)
+
+func (k endlessKind) String() string { return [...]string{"new files", "one file", "one name"}[k] }
 
 const (
 	progNFS   = 100003
 	progMount = 100005
 
 	endlessRootID = 1
-	// endlessNameLen makes each entry cost the client memory: a long
-	// name, as a hostile server would send.
-	endlessNameLen = 200
+	// endlessOneFileID is the file id of every entry of a oneFile
+	// directory.
+	endlessOneFileID = 99
+	// endlessNameLen makes each entry cost the client memory: the
+	// longest name, as a hostile server would send.
+	endlessNameLen = 255
 )
 
-func startEndlessDirServer(t *testing.T) *endlessDirServer {
+func startEndlessDirServer(t *testing.T, kind endlessKind) *endlessDirServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &endlessDirServer{ln: ln}
+	s := &endlessDirServer{ln: ln, kind: kind}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -176,18 +193,29 @@ func (e *xdrOut) fattr(id uint64) {
 }
 
 // endlessName is the name of the entry with cookie c, and endlessID the
-// file id of a name (2 for names not of the directory's).
-func endlessName(c uint64) string {
+// file id of a name (2 for names not of the directory's); entryID is the
+// file id of the entry with cookie c.
+func (s *endlessDirServer) endlessName(c uint64) string {
+	if s.kind == oneName {
+		c = 0
+	}
 	return strings.Repeat("n", endlessNameLen-20) + fmt.Sprintf("%020d", c)
 }
 
-func endlessID(name string) uint64 {
+func (s *endlessDirServer) endlessID(name string) uint64 {
 	if len(name) != endlessNameLen {
 		return 2
 	}
 	c, err := strconv.ParseUint(name[endlessNameLen-20:], 10, 64)
 	if err != nil {
 		return 2
+	}
+	return s.entryID(c)
+}
+
+func (s *endlessDirServer) entryID(c uint64) uint64 {
+	if s.kind == oneFile {
+		return endlessOneFileID
 	}
 	return c + 100
 }
@@ -258,7 +286,7 @@ func (s *endlessDirServer) nfs(proc uint32, d *xdrIn, e *xdrOut) {
 		e.u32(0)
 		e.fattr(id)
 	case 3: // LOOKUP: every name is a file
-		child := endlessID(string(d.opaque()))
+		child := s.endlessID(string(d.opaque()))
 		e.u32(0)
 		e.opaque(handle(child))
 		e.u32(1)
@@ -282,16 +310,16 @@ func (s *endlessDirServer) nfs(proc uint32, d *xdrIn, e *xdrOut) {
 		budget := int(count) - 200   // header, end of list, eof
 		for c := cookie + 1; ; c++ { // rising cookies from where the client is
 			before := len(e.b)
-			name := endlessName(c)
+			name, id := s.endlessName(c), s.entryID(c)
 			e.u32(1) // value follows
-			e.u64(c + 100)
+			e.u64(id)
 			e.opaque([]byte(name))
 			e.u64(c)
 			if proc == 17 {
 				e.u32(1)
-				e.fattr(c + 100)
+				e.fattr(id)
 				e.u32(1)
-				e.opaque(handle(c + 100))
+				e.opaque(handle(id))
 			}
 			if len(e.b)-before > budget {
 				e.b = e.b[:before]

@@ -44,9 +44,21 @@ func vmKB(t *testing.T, pid int, field string) int64 {
 
 func TestReaddirEndlessDirectoryBoundedMemory(t *testing.T) {
 	needHost(t)
-	for _, opt := range []string{"rdirplus", "nordirplus"} {
-		t.Run(opt, func(t *testing.T) {
-			s := startEndlessDirServer(t)
+	for _, c := range []struct {
+		kind endlessKind
+		opt  string
+	}{
+		{newFiles, "rdirplus"},
+		{newFiles, "nordirplus"},
+		// READDIRPLUS of many names of one file: one inode, and a name
+		// for it in the kernel and in go-fuse per entry.
+		{oneFile, "rdirplus"},
+		// One name for every new file: each replaces the last.
+		{oneName, "rdirplus"},
+	} {
+		opt := c.opt
+		t.Run(strings.ReplaceAll(c.kind.String(), " ", "_")+"/"+opt, func(t *testing.T) {
+			s := startEndlessDirServer(t, c.kind)
 			mnt := t.TempDir()
 			opts := fmt.Sprintf("port=%d,mountport=%d,soft,timeo=50,%s", s.port(), s.port(), opt)
 			if out, err := exec.Command(rdmafsBin, "-o", opts, "127.0.0.1:/", mnt).CombinedOutput(); err != nil {
@@ -99,7 +111,7 @@ func listEndless(t *testing.T, mnt string, pid int, d time.Duration) (names int,
 	}
 	defer dir.Close()
 	buf := make([]byte, 64<<10)
-	marker := []byte(strings.Repeat("n", endlessNameLen-20))
+	marker := []byte(strings.Repeat("n", endlessNameLen-20)) // each name's
 	start := time.Now()
 	lastLook := start
 	for time.Since(start) < d {
