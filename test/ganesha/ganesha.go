@@ -1,12 +1,14 @@
 // Package ganesha runs NFS-Ganesha, the user-space NFS server (Debian's
-// nfs-ganesha with its VFS back end), for the module's tests: inside a
-// network and mount namespace of the test's own (package netns), with the
-// rpcbind netns starts there, an rpc.statd for its lock manager, and a
-// tmpfs export, so that nothing of the host's is used or changed.
+// nfs-ganesha with its VFS back end), for the module's tests, as another
+// host would: in a network namespace of its own (with its own rpcbind and
+// rpc.statd), reached from the test's namespace (package netns) over a
+// veth pair, so that the test's side can run a lock manager of its own (the
+// kernel client's lockd, or rdmafs's) and nothing of the host's is used or
+// changed. The export is a tmpfs both sides see.
 //
 // A test calls Rerun first; outside the namespace it runs the test again
 // inside and returns false, inside it returns true and the server answers
-// on 127.0.0.1, exporting Export.
+// on Addr, exporting Export.
 package ganesha
 
 import (
@@ -21,7 +23,16 @@ import (
 // Tools are the programs a Ganesha namespace needs beside netns.Tools.
 var Tools = []string{"ganesha.nfsd", "rpc.statd"}
 
-// The paths of the server inside its namespace, under a tmpfs of its own.
+// Source is the export as a mount names it.
+const Source = Addr + ":" + Export
+
+// Addr is the server's address; the test's side is ClientAddr.
+const (
+	Addr       = "192.168.209.1"
+	ClientAddr = "192.168.209.2"
+)
+
+// The paths of the server, under a tmpfs of the test's namespace.
 const (
 	dir = "/var/lib/rdmafs-ganesha"
 	// Export is the exported directory, and the export's path in MOUNT.
@@ -63,27 +74,53 @@ EXPORT {
 `, protocols, Export)
 }
 
-// Setup is the shell script (for netns.Script) that starts rpc.statd and
-// ganesha.nfsd in the namespace and waits until NFS answers over TCP (and
-// the lock manager, with NFS version 3); both are killed when the script
-// ends. The namespace needs a tmpfs on /var/lib (Private).
+// Setup is the shell script (for netns.Script) that makes the server's
+// namespace, joined to the test's by a veth pair, starts rpcbind,
+// rpc.statd and ganesha.nfsd there, and waits until NFS answers over TCP
+// (and the lock manager, with NFS version 3); they end when the script
+// does. It starts an rpc.statd on the test's side too, which the kernel
+// client's lock manager needs. The namespace needs a tmpfs on /var/lib
+// (Private).
 func Setup(c Config) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak /var/lib/nfs/ganesha /run/ganesha %s\n", Export)
-	s.WriteString("rpc.statd -F --no-notify & pids=\"$pids $!\"\n")
-	fmt.Fprintf(&s, "cat > %s <<'EOF'\n%sEOF\n", conf, c.config())
-	fmt.Fprintf(&s, "ganesha.nfsd -F -f %s -L %s -p /run/ganesha/ganesha.pid -N NIV_EVENT & pids=\"$pids $!\"\n", conf, LogFile)
-	ready := "rpcinfo -T tcp 127.0.0.1 nfs 3 && rpcinfo -T tcp 127.0.0.1 nlockmgr 4"
+	fmt.Fprintf(&s, `mkdir -p %[1]s/server-sm/sm %[1]s/server-sm/sm.bak %[1]s/client-sm/sm %[1]s/client-sm/sm.bak /var/lib/nfs/ganesha %[2]s
+ip link add rdmafs-gn0 type veth peer name rdmafs-gn1
+ip addr add %[3]s/24 dev rdmafs-gn0
+ip link set rdmafs-gn0 up
+ip netns add rdmafs-ganesha
+ip link set rdmafs-gn1 netns rdmafs-ganesha
+rpc.statd -F --no-notify -P %[1]s/client-sm & pids="$pids $!"
+cat > %[4]s <<'EOF'
+%[5]sEOF
+`, dir, Export, ClientAddr, conf, c.config())
+	// The server's processes write to a file of their own, not to the
+	// test's output, and end with its namespace's at the script's end.
+	fmt.Fprintf(&s, `atexit="$atexit; ip netns pids rdmafs-ganesha | xargs -r kill"
+ip netns exec rdmafs-ganesha sh -c '
+set -e
+mount -t tmpfs rdmafs-ganesha-run /run
+mkdir /run/ganesha
+ip link set lo up
+ip addr add %[1]s/24 dev rdmafs-gn1
+ip link set rdmafs-gn1 up
+rpcbind -f -w &
+for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
+rpc.statd -F --no-notify -P %[2]s/server-sm &
+for i in $(seq 100); do rpcinfo -T tcp 127.0.0.1 status 1 >/dev/null 2>&1 && break; sleep 0.05; done
+exec ganesha.nfsd -F -f %[3]s -L %[4]s -p /run/ganesha/ganesha.pid -N NIV_EVENT
+' >%[2]s/server.out 2>&1 &
+`, Addr, dir, conf, LogFile)
+	ready := fmt.Sprintf("rpcinfo -T tcp %[1]s nfs 3 && rpcinfo -T tcp %[1]s nlockmgr 4 && rpcinfo -T tcp 127.0.0.1 status 1", Addr)
 	if c.NFSv4Only {
-		ready = "rpcinfo -T tcp 127.0.0.1 nfs 4"
+		ready = fmt.Sprintf("rpcinfo -T tcp %s nfs 4", Addr)
 	}
 	fmt.Fprintf(&s, `ready=
 for i in $(seq 600); do
 	if { %s; } >/dev/null 2>&1; then ready=1; break; fi
 	sleep 0.05
 done
-if [ -z "$ready" ]; then echo "ganesha.nfsd did not answer within 30 s:"; cat %s; exit 1; fi
-`, ready, LogFile)
+if [ -z "$ready" ]; then echo "ganesha.nfsd did not answer within 30 s:"; cat %s %s/server.out; exit 1; fi
+`, ready, LogFile, dir)
 	return s.String()
 }
 

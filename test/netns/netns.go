@@ -18,15 +18,16 @@ var Tools = []string{"unshare", "ip", "rpcbind", "rpcinfo"}
 // Script returns a shell script that brings loopback up, mounts a tmpfs on
 // /run and on each of private, starts rpcbind, waits until it answers and
 // then runs body; rpcbind is killed when the script ends, and so is every
-// process whose pid body adds to $pids.
+// process whose pid body adds to $pids, after the commands body adds to
+// $atexit have run.
 func Script(body string, private ...string) string {
 	var s strings.Builder
 	s.WriteString("set -e\nip link set lo up\nmount -t tmpfs rdmafs-test-run /run\n")
 	for _, dir := range private {
 		s.WriteString("mount -t tmpfs rdmafs-test-private " + dir + "\n")
 	}
-	s.WriteString(`rpcbind -f -w & pids=$!
-trap 'kill $pids 2>/dev/null || true' EXIT
+	s.WriteString(`rpcbind -f -w & pids=$! atexit=:
+trap 'eval "$atexit" || true; kill $pids 2>/dev/null || true' EXIT
 for i in $(seq 100); do rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.05; done
 `)
 	s.WriteString(body)
