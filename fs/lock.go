@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -67,9 +68,10 @@ func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 	}
 	ctx, release := n.fs.kills.killable(ctx)
 	defer release()
+	start := time.Now()
 	c, err := l.Test(ctx, n.lockCred(ctx, f), n.obj.fh.Bytes(), owner, lockRange(lk), lk.Typ == syscall.F_WRLCK)
 	if err != nil {
-		return lockd.Errno(err)
+		return n.lockFailed("F_GETLK", owner, lk, start, err)
 	}
 	if c == nil {
 		*out = fuse.FileLock{Typ: syscall.F_UNLCK}
@@ -132,8 +134,19 @@ func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 			n.fs.logf("writing back before a lock of %s: %v", n.obj.fh, err)
 		}
 	}
+	start := time.Now()
+	what := "F_SETLK"
+	switch {
+	case flags&fuse.FUSE_LK_FLOCK != 0:
+		what = "flock"
+	case wait:
+		what = "F_SETLKW"
+	}
 	if unlock {
-		return lockd.Errno(l.Unlock(kctx, n.lockCred(ctx, f), fh, owner, lockRange(lk)))
+		if err := l.Unlock(kctx, n.lockCred(ctx, f), fh, owner, lockRange(lk)); err != nil {
+			return n.lockFailed(what, owner, lk, start, err)
+		}
+		return 0
 	}
 	var pid uint32
 	if c, ok := fuse.FromContext(ctx); ok {
@@ -143,7 +156,7 @@ func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 	err := l.Lock(ctx, n.lockCred(ctx, f), fh, owner, holder, lockRange(lk), lk.Typ == syscall.F_WRLCK, wait,
 		func() bool { return signalPending(pid) })
 	if err != nil {
-		return lockd.Errno(err)
+		return n.lockFailed(what, owner, lk, start, err)
 	}
 	n.obj.mu.Lock()
 	n.obj.dataValid = false
@@ -154,6 +167,25 @@ func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *f
 		n.NotifyContent(-1, 0)
 	}
 	return 0
+}
+
+// lockFailed returns the errno of a lock call (what, started at start)
+// that failed with err, and logs it unless it met a conflicting lock
+// (EAGAIN): a program may take any other errno for an I/O error (SQLite
+// does), so the log says what the server answered, and when.
+func (n *node) lockFailed(what string, owner uint64, lk *fuse.FileLock, start time.Time, err error) syscall.Errno {
+	en := lockd.Errno(err)
+	if en == syscall.EAGAIN {
+		return en
+	}
+	kind := map[uint32]string{syscall.F_RDLCK: "read lock", syscall.F_WRLCK: "write lock", syscall.F_UNLCK: "unlock"}[lk.Typ]
+	end := strconv.FormatUint(lk.End, 10)
+	if lk.End >= lockd.MaxOffset {
+		end = "EOF"
+	}
+	n.fs.logf("lock: %s %s of bytes %d-%s of file %d by owner %#x (pid %d) failed with %v after %v: %v",
+		what, kind, lk.Start, end, n.obj.fileID, owner, lk.Pid, en, time.Since(start).Round(time.Microsecond), err)
+	return en
 }
 
 // signalPending reports whether process pid has a signal to take other than

@@ -64,6 +64,10 @@ func (l nlmLock) overlaps(off, n uint64) bool {
 	return l.off <= end(off, n) && off <= end(l.off, l.n)
 }
 
+// nlmRefusedOffset is where the test's NLM server refuses every LOCK with
+// NLM4_DENIED_NOLOCKS, as a server out of lock memory does.
+const nlmRefusedOffset = 1 << 40
+
 // testNLM is the test's NLM version 4 server.
 type testNLM struct {
 	mu    sync.Mutex
@@ -135,6 +139,10 @@ func startTestNLM(t *testing.T) *testNLM {
 	procs[nlm.ProcLock] = s.proc("LOCK", func() nlm.Message { return new(nlm.LockArgs) }, func(m nlm.Message) nlm.Message {
 		a := m.(*nlm.LockArgs)
 		res := &nlm.Res{Cookie: a.Cookie}
+		if a.Lock.Offset == nlmRefusedOffset {
+			res.Stat = nlm.StatDeniedNoLocks
+			return res
+		}
 		if _, ok := s.conflict(a.Lock.FH, a.Lock.Svid, a.Lock.Offset, a.Lock.Length, a.Exclusive); ok {
 			res.Stat = nlm.StatDenied // no queueing: the client polls
 			return res
@@ -467,4 +475,72 @@ func TestLockFUSELocalFlock(t *testing.T) {
 	if err := setlk(f2, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); !errors.Is(err, syscall.EAGAIN) {
 		t.Errorf("F_SETLK through the first mount under the second's: %v, want EAGAIN (fcntl locks still go to the server)", err)
 	}
+}
+
+// TestLockFailureLogged: a lock call the server refuses for a reason other
+// than a conflict fails (ENOLCK) and is logged with the server's answer
+// and how long it took, which a program that takes such an errno for an
+// I/O error (SQLite) does not say; a conflict (EAGAIN) is not logged.
+func TestLockFailureLogged(t *testing.T) {
+	if !inLockNamespace(t) {
+		return
+	}
+	startTestNLM(t)
+	s := startServer(t, "", 0)
+	write(t, filepath.Join(s.dir, "locked"), "0")
+	os.Chmod(filepath.Join(s.dir, "locked"), 0o666)
+	mnt := t.TempDir()
+	var log lockedBuffer
+	cmd := exec.Command(rdmafsBin, "-f", "-o", s.mountOpts()+",lock", "127.0.0.1:/", mnt)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e2etest.Unmount(t, mnt)
+		cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); !e2etest.Mounted(mnt); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not mounted after 10 s: %s", log.String())
+		}
+	}
+	a := openRW(t, filepath.Join(mnt, "locked"))
+	if err := setlk(a, syscall.F_SETLK, syscall.F_WRLCK, nlmRefusedOffset, 1); !errors.Is(err, syscall.ENOLCK) {
+		t.Errorf("F_SETLK the server refuses: %v, want ENOLCK", err)
+	}
+	want := fmt.Sprintf("lock: F_SETLK write lock of bytes %d-%d of file ", nlmRefusedOffset, nlmRefusedOffset)
+	if !strings.Contains(log.String(), want) || !strings.Contains(log.String(), "failed with no locks available after ") ||
+		!strings.Contains(log.String(), "NLM4_DENIED_NOLOCKS") {
+		t.Errorf("rdmafs's log after a refused lock:\n%s\nwant a line with %q, the errno, the time and NLM4_DENIED_NOLOCKS", log.String(), want)
+	}
+	// A conflict, through a second mount, is the program's to handle.
+	b := openRW(t, filepath.Join(s.mount(t, "lock"), "locked"))
+	if err := setlk(b, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := setlk(a, syscall.F_SETLK, syscall.F_WRLCK, 0, 1); !errors.Is(err, syscall.EAGAIN) {
+		t.Errorf("F_SETLK of a lock held through the other mount: %v, want EAGAIN", err)
+	}
+	if n := strings.Count(log.String(), "lock: F_SETLK"); n != 1 {
+		t.Errorf("%d lock failures logged, want only the refused one:\n%s", n, log.String())
+	}
+}
+
+// lockedBuffer is an output buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
