@@ -374,6 +374,8 @@ mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run; mkdir -p /run/lock
+# as systemd-tmpfiles makes it on a booted Debian (NFS-Ganesha reads it)
+[ -e /etc/mtab ] || ln -s ../proc/self/mounts /etc/mtab
 log "init start (kernel $(uname -r))"
 modprobe -a virtio_pci 9pnet_virtio 9p configfs || log "modprobe of virtio/9p FAILED"
 mount -t configfs configfs /sys/kernel/config 2>/dev/null

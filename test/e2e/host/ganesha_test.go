@@ -48,7 +48,7 @@ type ganeshaExport struct{}
 var _ export = ganeshaExport{}
 
 func (ganeshaExport) exportDir() string { return ganesha.Export }
-func (ganeshaExport) source() string    { return "127.0.0.1:" + ganesha.Export }
+func (ganeshaExport) source() string    { return ganesha.Source }
 
 func (g ganeshaExport) mount(t *testing.T, opts ...string) string {
 	t.Helper()
@@ -156,7 +156,7 @@ func TestGaneshaNFSv4Only(t *testing.T) {
 		return
 	}
 	mnt := t.TempDir()
-	code, out := rdmafs(t, time.Minute, "127.0.0.1:"+ganesha.Export, mnt)
+	code, out := rdmafs(t, time.Minute, ganesha.Source, mnt)
 	if code != 32 || !strings.Contains(out, "offers NFS version 4 only") || strings.Contains(out, "mountport") {
 		t.Errorf("mount of an NFSv4-only server: status %d, %q; want 32 and that it offers NFS version 4 only", code, out)
 	}

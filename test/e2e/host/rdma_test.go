@@ -127,7 +127,9 @@ func TestRDMAInlineSizes(t *testing.T) {
 	for _, opts := range []string{"rdirplus", "max_inline_read=1024,max_inline_write=1024", "nordirplus", "rsize=4096"} {
 		t.Run(opts, func(t *testing.T) {
 			mnt := s.mount(t, opts)
-			workload.RunInlineSizes(t, mnt, s.dir, true)
+			if failed := workload.RunInlineSizes(t, mnt, s.dir, true); len(failed) > 0 {
+				t.Errorf("did not read back through the mount: %v", failed)
+			}
 			if f := checkRDMAStats(t, mnt); f["write_chunk_count"] == 0 || f["reply_chunk_count"] == 0 {
 				t.Errorf("%d write chunks and %d reply chunks: the long replies did not come in chunks", f["write_chunk_count"], f["reply_chunk_count"])
 			}

@@ -72,9 +72,15 @@ var InlineACLEntries = func() []int {
 // [InlineACLEntries] entries, and checks through the mount that each reads
 // back as made. Half the symlinks and ACLs are made through the mount
 // instead and checked on the server: the calls that carry them cross the
-// thresholds too.
-func RunInlineSizes(t testing.TB, mnt, serverDir string, acls bool) {
+// thresholds too. It returns the names of the files that did not read
+// back, having logged why; a failure to set up fails t.
+func RunInlineSizes(t testing.TB, mnt, serverDir string, acls bool) (failed []string) {
 	t.Helper()
+	fail := func(name, format string, args ...any) {
+		t.Helper()
+		t.Logf("%s: %s", name, fmt.Sprintf(format, args...))
+		failed = append(failed, name)
+	}
 	const dir = "inline-sizes"
 	server, client := filepath.Join(serverDir, dir), filepath.Join(mnt, dir)
 	if err := os.Mkdir(server, 0o777); err != nil {
@@ -92,11 +98,11 @@ func RunInlineSizes(t testing.TB, mnt, serverDir string, acls bool) {
 			made, read = read, made
 		}
 		if err := os.Symlink(target(n), made); err != nil {
-			t.Errorf("symlink of a %d-byte target (%s): %v", n, made, err)
+			fail(name, "symlink of a %d-byte target (%s): %v", n, made, err)
 			continue
 		}
 		if got, err := os.Readlink(read); err != nil || got != target(n) {
-			t.Errorf("readlink of a %d-byte target (%s): %d bytes, %v", n, read, len(got), err)
+			fail(name, "readlink of a %d-byte target (%s): %d bytes, %v", n, read, len(got), err)
 		}
 	}
 
@@ -119,12 +125,12 @@ func RunInlineSizes(t testing.TB, mnt, serverDir string, acls bool) {
 			got = append(got, e.Name())
 		}
 		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("listing of %d entries of %d-byte names: %d names, %v", l.Count, l.NameLen, len(got), err)
+			fail(d, "listing of %d entries of %d-byte names: %d names, %v", l.Count, l.NameLen, len(got), err)
 		}
 	}
 
 	if !acls {
-		return
+		return failed
 	}
 	for i, n := range InlineACLEntries {
 		name := fmt.Sprintf("acl-%03d", n)
@@ -145,14 +151,15 @@ func RunInlineSizes(t testing.TB, mnt, serverDir string, acls bool) {
 			set, get = get, set
 		}
 		if err := unix.Setxattr(set, acl.XattrAccess, a.Xattr(), 0); err != nil {
-			t.Errorf("an ACL of %d named users (%s): %v", n, set, err)
+			fail(name, "an ACL of %d named users (%s): %v", n, set, err)
 			continue
 		}
 		got, err := getACL(get)
 		if err != nil || !slices.Equal(got, a) {
-			t.Errorf("the ACL of %d named users read back (%s): %d entries, %v", n, get, len(got), err)
+			fail(name, "the ACL of %d named users read back (%s): %d entries, %v", n, get, len(got), err)
 		}
 	}
+	return failed
 }
 
 // getACL reads the access ACL of path.

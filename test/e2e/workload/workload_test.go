@@ -171,5 +171,7 @@ func TestRunWithoutLocal(t *testing.T) {
 // every symlink, listing and ACL it makes reads back.
 func TestRunInlineSizesLocal(t *testing.T) {
 	dir := t.TempDir()
-	RunInlineSizes(t, dir, dir, true)
+	if failed := RunInlineSizes(t, dir, dir, true); len(failed) > 0 {
+		t.Errorf("did not read back: %v", failed)
+	}
 }
