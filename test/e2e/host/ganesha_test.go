@@ -4,12 +4,15 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/e2e/workload"
@@ -134,6 +137,35 @@ func TestGaneshaLocks(t *testing.T) {
 			t.Errorf("counter %q after 2 × %d locked increments, want %d", got, each, 2*each)
 		}
 	})
+}
+
+// TestGaneshaACL: Ganesha 4.3 as Debian builds it keeps no POSIX ACLs,
+// and refuses every client's SETACL of a file (test/e2e/README.md, where
+// the guest's TestGaneshaACLKernelAndRdmafs shows the kernel client does
+// the same): getfacl of a file with an ACL on the server shows the mode,
+// and setfacl fails with EIO; the mount still asks for ACLs afterwards
+// (a refusal is not a server without NFSACL).
+func TestGaneshaACL(t *testing.T) {
+	if !inGanesha(t, ganesha.Config{}) {
+		return
+	}
+	g := ganeshaExport{}
+	write(t, filepath.Join(g.exportDir(), "has-acl"), "")
+	facl(t, "setfacl", "-m", "u:65534:rw", filepath.Join(g.exportDir(), "has-acl"))
+	mnt := g.mount(t)
+	// The mode is 0664: the group bits are the ACL's mask.
+	const minimal = "user::rw-\ngroup::rw-\nother::r--\n\n"
+	if got := entries(t, filepath.Join(mnt, "has-acl")); got != minimal {
+		t.Errorf("getfacl of a file with an ACL on the server: %q; want the mode's three entries, as through the kernel client", got)
+	}
+	write(t, filepath.Join(mnt, "f"), "")
+	out, err := exec.Command("setfacl", "-m", "u:65534:rw", filepath.Join(mnt, "f")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Input/output error") {
+		t.Errorf("setfacl of a file: %v, %s; want EIO, as through the kernel client", err, out)
+	}
+	if _, err := unix.Getxattr(filepath.Join(mnt, "f"), "system.posix_acl_access", make([]byte, 64)); !errors.Is(err, syscall.ENODATA) {
+		t.Errorf("getxattr of the ACL after the refused SETACL: %v, want ENODATA (the mount still speaks NFSACL)", err)
+	}
 }
 
 // TestGaneshaStats: rdmafs stats of a mount of Ganesha, as mountstats and
