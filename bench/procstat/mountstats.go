@@ -67,7 +67,9 @@ func findBlock(all []byte, mountpoint string) []byte {
 }
 
 // countRPCs sums the calls (the first number) of every procedure line
-// after "per-op statistics".
+// after "per-op statistics", up to the empty line that ends them: an
+// rdmafs mount with locks has its NLM procedures after that
+// (fs.LockStatsHeader), which the kernel client does not count here.
 func countRPCs(block []byte) (uint64, error) {
 	var total uint64
 	perOp := false
@@ -78,8 +80,11 @@ func countRPCs(block []byte) (uint64, error) {
 			perOp = true
 			continue
 		}
-		if !perOp || line == "" {
+		if !perOp {
 			continue
+		}
+		if line == "" {
+			break
 		}
 		_, counts, ok := strings.Cut(line, ":")
 		f := strings.Fields(counts)
