@@ -6,12 +6,14 @@ package e2etest
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,4 +130,23 @@ func FileSum(t testing.TB, path string) (Sum, int64) {
 		t.Fatal(err)
 	}
 	return s, n
+}
+
+// Output is the output of a process that a test reads while the process
+// still writes it (rdmafs -f's log, say).
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }

@@ -180,7 +180,7 @@ func skipOpaque(b []byte) []byte {
 }
 
 // TestGaneshaGetlkKernelAndRdmafs: a process holds a write lock through
-// one client's mount of Ganesha's export, and a child asks F_GETLK through
+// one client's mount of Ganesha's export, and another asks F_GETLK through
 // the same mount and through the other client's: on the same mount both
 // clients name the holder (they look in their own locks first); through
 // the other, rdmafs gets the server's answer, which names no process.
@@ -193,27 +193,24 @@ func TestGaneshaGetlkKernelAndRdmafs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mounts := map[string]string{"kernel": mountKernel(t, e, "tcp"), "rdmafs": mountRdmafs(t, e, "proto=tcp,vers=3,lock")}
-	self := fmt.Sprintf("%d 10 20 %d", syscall.F_WRLCK, os.Getpid())
 	for _, holder := range []string{"kernel", "rdmafs"} {
-		f, err := os.OpenFile(filepath.Join(mounts[holder], "locked"), os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Start: 10, Len: 20}
-		if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk); err != nil {
-			t.Fatalf("F_SETLK through the %s mount: %v", holder, err)
+		h := startLockScript(t, "holder through "+holder, filepath.Join(mounts[holder], "locked"))
+		if r := h.do(t, "set w 10 20", time.Minute); r != "ok" {
+			t.Fatalf("F_SETLK through the %s mount: %s", holder, r)
 		}
 		for _, asker := range []string{"kernel", "rdmafs"} {
-			got := getlk(t, filepath.Join(mounts[asker], "locked"))
-			t.Logf("held through the %s mount, F_GETLK through the %s mount: %s (type start len pid)", holder, asker, got)
+			a := startLockScript(t, "asker through "+asker, filepath.Join(mounts[asker], "locked"))
+			got := a.do(t, "get w 0 0", time.Minute)
+			a.stop(t)
+			t.Logf("held through the %s mount, F_GETLK through the %s mount: %s", holder, asker, got)
 			switch {
-			case asker == holder && got != self:
-				t.Errorf("F_GETLK through the holder's %s mount = %q, want %q: the holder's pid", asker, got, self)
-			case asker == "rdmafs" && holder != asker && got != fmt.Sprintf("%d 10 20 0", syscall.F_WRLCK):
-				t.Errorf("F_GETLK through rdmafs of the kernel client's lock = %q, want pid 0", got)
+			case asker == holder && got != fmt.Sprintf("lock w 10 20 %d", h.cmd.Process.Pid):
+				t.Errorf("F_GETLK through the holder's %s mount: %s, want the holder's pid, %d", asker, got, h.cmd.Process.Pid)
+			case asker == "rdmafs" && holder != asker && got != "lock w 10 20 0":
+				t.Errorf("F_GETLK through rdmafs of the kernel client's lock: %s, want pid 0", got)
 			}
 		}
-		f.Close()
+		h.stop(t)
 	}
 }
 

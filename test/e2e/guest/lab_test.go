@@ -71,9 +71,9 @@ func run(t testing.TB, timeout time.Duration, name string, args ...string) strin
 // output of the first that failed.
 func runTogether(t testing.TB, limit time.Duration, cmds ...*exec.Cmd) {
 	t.Helper()
-	outs := make([]*syncBuffer, len(cmds))
+	outs := make([]*e2etest.Output, len(cmds))
 	for i, cmd := range cmds {
-		outs[i] = new(syncBuffer)
+		outs[i] = new(e2etest.Output)
 		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

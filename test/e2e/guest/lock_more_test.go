@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 	"github.com/rdmafs/rdmafs/test/seed"
 )
 
@@ -28,7 +29,7 @@ import (
 // a line that starts with lockReply:
 //
 //	set r|w|u START LEN  F_SETLK: "ok", "denied" (EAGAIN, EACCES) or "err MSG"
-//	get r|w START LEN    F_GETLK: "none", "lock r|w START LEN" or "err MSG"
+//	get r|w START LEN    F_GETLK: "none", "lock r|w START LEN PID" or "err MSG"
 //
 // It is one lock owner (a process) that keeps its locks until it exits.
 const lockScriptEnv = "RDMAFS_LOCK_SCRIPT_HELPER"
@@ -43,14 +44,14 @@ type lockScript struct {
 	cmd     *exec.Cmd
 	in      io.WriteCloser
 	replies chan string
-	stderr  *syncBuffer
+	stderr  *e2etest.Output
 }
 
 // startLockScript starts a helper on path and waits until it has the file
 // open; it ends when the test does.
 func startLockScript(t *testing.T, name, path string) *lockScript {
 	t.Helper()
-	s := &lockScript{name: name, replies: make(chan string, 16), stderr: new(syncBuffer)}
+	s := &lockScript{name: name, replies: make(chan string, 16), stderr: new(e2etest.Output)}
 	s.cmd = exec.Command(os.Args[0], "-test.run=^TestLockScriptHelperProcess$")
 	s.cmd.Env = append(os.Environ(), lockScriptEnv+"="+path)
 	s.cmd.Stderr = s.stderr
@@ -174,9 +175,9 @@ func lockScriptStep(f *os.File, line string) string {
 		case syscall.F_UNLCK:
 			return "none"
 		case syscall.F_RDLCK:
-			return fmt.Sprintf("lock r %d %d", lk.Start, lk.Len)
+			return fmt.Sprintf("lock r %d %d %d", lk.Start, lk.Len, lk.Pid)
 		case syscall.F_WRLCK:
-			return fmt.Sprintf("lock w %d %d", lk.Start, lk.Len)
+			return fmt.Sprintf("lock w %d %d %d", lk.Start, lk.Len, lk.Pid)
 		}
 		return fmt.Sprintf("err F_GETLK type %d", lk.Type)
 	}
@@ -505,7 +506,7 @@ func runLockModel(t *testing.T, mounts []struct{ who, dir string }, name string,
 				break
 			}
 			f := strings.Fields(got)
-			if len(f) != 4 || f[0] != "lock" {
+			if len(f) != 5 || f[0] != "lock" {
 				fail("step %d: %s: F_GETLK %s: %s, the model says a lock conflicts", done, mounts[c].who, step, got)
 			}
 			rs, err1 := strconv.ParseInt(f[2], 10, 64)

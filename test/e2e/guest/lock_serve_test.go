@@ -69,7 +69,7 @@ func TestLockKernelClientOnRdmafsServe(t *testing.T) {
 
 	rpcbind := exec.Command("ip", "netns", "exec", ns, "sh", "-c",
 		"mount -t tmpfs -o mode=755 tmpfs /run && mkdir -m 1777 /run/rpcbind && exec rpcbind -f -w")
-	rpcbindOut := new(syncBuffer)
+	rpcbindOut := new(e2etest.Output)
 	rpcbind.Stdout, rpcbind.Stderr = rpcbindOut, rpcbindOut
 	if err := rpcbind.Start(); err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestLockKernelClientOnRdmafsServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvErr := new(syncBuffer)
+	srvErr := new(e2etest.Output)
 	srv.Stderr = srvErr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

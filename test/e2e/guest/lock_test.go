@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmafs/rdmafs/test/e2e/e2etest"
 )
 
 // Locks between rdmafs and the kernel's NFS client, both against knfsd's
@@ -207,7 +209,7 @@ func TestLockKilledWaiterLeavesNoLock(t *testing.T) {
 		t.Fatalf("kernel client F_SETLK: %v", err)
 	}
 	cmd := helper(t, "wait", filepath.Join(rfs, name))
-	out := new(syncBuffer)
+	out := new(e2etest.Output)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

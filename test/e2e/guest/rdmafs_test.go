@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,26 +28,8 @@ func rdmafsBin(t *testing.T, e labEnv) string {
 type rdmafsMount struct {
 	dir    string
 	cmd    *exec.Cmd
-	out    *syncBuffer // its output
-	exited chan error  // its exit, once
-}
-
-// syncBuffer is an output buffer a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	out    *e2etest.Output // its output
+	exited chan error      // its exit, once
 }
 
 // startRdmafs runs `rdmafs -f -o opts ADDR:EXPORT DIR` in the background
@@ -59,7 +40,7 @@ func startRdmafs(t *testing.T, e labEnv, opts string) *rdmafsMount {
 	if extra := os.Getenv(extraOptsEnv); extra != "" {
 		opts = strings.Trim(opts+","+extra, ",")
 	}
-	m := &rdmafsMount{dir: mountPoint(t, "rdmafs"), out: new(syncBuffer), exited: make(chan error, 1)}
+	m := &rdmafsMount{dir: mountPoint(t, "rdmafs"), out: new(e2etest.Output), exited: make(chan error, 1)}
 	m.cmd = exec.Command(bin, "-f", "-o", opts, e.Addr+":"+e.Export, m.dir)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	start := time.Now()

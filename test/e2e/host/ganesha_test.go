@@ -2,11 +2,9 @@ package host
 
 import (
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -118,25 +116,7 @@ func TestGaneshaLocks(t *testing.T) {
 			t.Errorf("flock on the other mount after the release: %v", err)
 		}
 	})
-	t.Run("counter", func(t *testing.T) {
-		const each = 100
-		errs := make(chan error, 2)
-		for _, mnt := range []string{a, b} {
-			f := openRW(t, filepath.Join(mnt, "locked"))
-			if _, err := f.ReadAt(make([]byte, 16), 0); err != nil && !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			go func() { errs <- increment(f, each) }()
-		}
-		for range 2 {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := read(t, filepath.Join(g.exportDir(), "locked")); got != strconv.Itoa(2*each) {
-			t.Errorf("counter %q after 2 × %d locked increments, want %d", got, each, 2*each)
-		}
-	})
+	t.Run("counter", func(t *testing.T) { countTogether(t, a, b, filepath.Join(g.exportDir(), "locked"), 100) })
 }
 
 // TestGaneshaACL: Ganesha 4.3 as Debian builds it keeps no POSIX ACLs,

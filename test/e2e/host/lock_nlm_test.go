@@ -366,7 +366,14 @@ func TestLockFUSECounter(t *testing.T) {
 		return
 	}
 	_, dir, a, b := fuseLockMounts(t)
-	const each = 200
+	countTogether(t, a, b, filepath.Join(dir, "locked"), 200)
+}
+
+// countTogether has a process on each of the mounts a and b add one to
+// the counter in the file locked each times, under a write lock each
+// time, and checks on the server (serverFile) that it ends at 2 × each.
+func countTogether(t *testing.T, a, b, serverFile string, each int) {
+	t.Helper()
 	errs := make(chan error, 2)
 	for _, mnt := range []string{a, b} {
 		f := openRW(t, filepath.Join(mnt, "locked"))
@@ -381,7 +388,7 @@ func TestLockFUSECounter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := os.ReadFile(filepath.Join(dir, "locked"))
+	got, err := os.ReadFile(serverFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +497,7 @@ func TestLockFailureLogged(t *testing.T) {
 	write(t, filepath.Join(s.dir, "locked"), "0")
 	os.Chmod(filepath.Join(s.dir, "locked"), 0o666)
 	mnt := t.TempDir()
-	var log lockedBuffer
+	var log e2etest.Output
 	cmd := exec.Command(rdmafsBin, "-f", "-o", s.mountOpts()+",lock", "127.0.0.1:/", mnt)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -525,22 +532,4 @@ func TestLockFailureLogged(t *testing.T) {
 	if n := strings.Count(log.String(), "lock: F_SETLK"); n != 1 {
 		t.Errorf("%d lock failures logged, want only the refused one:\n%s", n, log.String())
 	}
-}
-
-// lockedBuffer is an output buffer a process writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
