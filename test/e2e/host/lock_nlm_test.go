@@ -517,6 +517,10 @@ func TestLockFailureLogged(t *testing.T) {
 		t.Errorf("F_SETLK the server refuses: %v, want ENOLCK", err)
 	}
 	want := fmt.Sprintf("lock: F_SETLK write lock of bytes %d-%d of file ", nlmRefusedOffset, nlmRefusedOffset)
+	// The log reaches the test through a pipe, after the call returned.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(log.String(), want) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !strings.Contains(log.String(), want) || !strings.Contains(log.String(), "failed with no locks available after ") ||
 		!strings.Contains(log.String(), "NLM4_DENIED_NOLOCKS") {
 		t.Errorf("rdmafs's log after a refused lock:\n%s\nwant a line with %q, the errno, the time and NLM4_DENIED_NOLOCKS", log.String(), want)
