@@ -70,7 +70,10 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 			second := mountRdmafs(t, e, "lock")
 
 			var script strings.Builder
-			script.WriteString(".bail on\n.timeout 300000\n")
+			// .log: on an error SQLite says which system call of which
+			// file failed with which errno, and the extended result
+			// code; the error alone says "disk I/O error (10)".
+			script.WriteString(".bail on\n.log stderr\n.timeout 300000\n")
 			for range txns {
 				script.WriteString("BEGIN IMMEDIATE; UPDATE counter SET n = n + 1; COMMIT;\n")
 			}
