@@ -100,7 +100,7 @@ func (m *meter) attach(dir string) error {
 	if !m.tg.rdmafs {
 		return nil
 	}
-	m.pid = procstat.FindMountDaemon(filepath.Base(m.c.rdmafs), dir)
+	m.pid = procstat.FindMountDaemon(filepath.Base(m.tg.bin), dir)
 	if m.pid == 0 {
 		return fmt.Errorf("no rdmafs process serves %s", dir)
 	}

@@ -16,7 +16,11 @@
 // -rdmafs-o io_uring weighs the FUSE channels side by side); each rdmafs
 // mount logs the FUSE channel it got. A column rdmafs-rdma@NAME=VALUE is an rdmafs
 // mount whose process runs with NAME=VALUE in its environment
-// (GOMAXPROCS=1, say), to weigh a setting side by side.
+// (GOMAXPROCS=1, say), to weigh a setting side by side. With -baseline BIN
+// (another build of rdmafs, an earlier commit's) every rdmafs column has a
+// twin, baseline:NAME, the same mount made by BIN, and a table of this
+// build against it: the figure, rdmafs's CPU and its context switches per
+// operation, each as a ratio.
 //
 // Workloads (rows, in the order they run):
 //   - fio sequential 1 MiB write and read of one -size file, O_DIRECT,
@@ -72,6 +76,7 @@ import (
 
 type config struct {
 	addr, export, rdmafs string
+	baseline             string // another build's rdmafs, for the baseline: columns
 	size, randSize       int64
 	runtime, randRuntime time.Duration
 	files                int
@@ -88,7 +93,8 @@ func (c *config) wants(key string) bool { return c.workloads == nil || c.workloa
 // target is one client mount of the export.
 type target struct {
 	name   string
-	rdmafs bool // an rdmafs mount: a process to measure and profile
+	rdmafs bool   // an rdmafs mount: a process to measure and profile
+	bin    string // the rdmafs binary that makes it
 	mount  func(dir string, env []string) error
 	umnt   func(dir string) error
 }
@@ -137,6 +143,7 @@ func main() {
 	flag.StringVar(&workloads, "workloads", envOr("BENCH_WORKLOADS", ""), "workloads to run (keys: "+rowKeys()+"), all if empty; env BENCH_WORKLOADS")
 	flag.StringVar(&profile, "profile", envOr("BENCH_PROFILE", "randread,create"), "workloads during which rdmafs's CPU is profiled (into -out); env BENCH_PROFILE")
 	flag.StringVar(&c.rdmafsOpts, "rdmafs-o", envOr("BENCH_RDMAFS_OPTS", ""), "more mount options of the rdmafs mounts; env BENCH_RDMAFS_OPTS")
+	flag.StringVar(&c.baseline, "baseline", envOr("BENCH_BASELINE_BIN", ""), "another build of rdmafs (an earlier commit's): every rdmafs column gets a twin mounted by it, baseline:NAME; env BENCH_BASELINE_BIN")
 	flag.StringVar(&c.outDir, "out", envOr("BENCH_OUT", ""), "directory for bench-e2e.csv, bench-e2e.svg and the profiles; none if empty; env BENCH_OUT")
 	flag.Parse()
 	var err error
@@ -152,7 +159,7 @@ func main() {
 	if c.profile, err = keySet(profile); err != nil {
 		fatalf("-profile: %v", err)
 	}
-	c.targets = strings.Split(targets, ",")
+	c.targets = withBaselines(strings.Split(targets, ","), c.baseline != "")
 	c.addr, c.export = os.Getenv("LAB_ADDR"), os.Getenv("LAB_EXPORT")
 	c.rdmafs = os.Getenv("RDMAFS_BIN")
 	if c.addr == "" || c.export == "" {
@@ -209,6 +216,11 @@ func main() {
 	fmt.Println()
 	fmt.Println("=== cost per operation: CPU µs of the whole guest and RPCs of the mount; of an rdmafs mount also its own CPU µs, read/write system calls and context switches")
 	printCostTable(os.Stdout, cols, table)
+	if c.baseline != "" {
+		fmt.Println()
+		fmt.Printf("=== this build against the baseline (%s): the figure, rdmafs's own CPU and its context switches per operation, this build's over the baseline's\n", c.baseline)
+		printBaselineTable(os.Stdout, cols, table)
+	}
 	if len(mem) > 0 {
 		fmt.Println()
 		fmt.Println("=== memory of each rdmafs mount (MiB): idle right after the mount, and the peak under the workloads")
@@ -326,7 +338,7 @@ func makeTargets(c config) []target {
 			return command(2*time.Minute, nil, "mount", "-t", "nfs", "-o", opts, src, dir)
 		}
 	}
-	rdmafs := func(opts string, dev bool, variant []string) func(string, []string) error {
+	rdmafs := func(bin, opts string, dev bool, variant []string) func(string, []string) error {
 		if c.rdmafsOpts != "" {
 			opts += "," + c.rdmafsOpts
 		}
@@ -334,7 +346,7 @@ func makeTargets(c config) []target {
 			opts += ",noio_uring"
 		}
 		return func(dir string, env []string) error {
-			return command(2*time.Minute, append(env, variant...), c.rdmafs, "-o", opts, src, dir)
+			return command(2*time.Minute, append(env, variant...), bin, "-o", opts, src, dir)
 		}
 	}
 	umount := func(dir string) error { return command(time.Minute, nil, "umount", dir) }
@@ -342,9 +354,18 @@ func makeTargets(c config) []target {
 	var ts []target
 	for _, name := range c.targets {
 		t := target{name: name}
+		bin := c.rdmafs
+		// baseline:rdmafs-rdma: the same mount made by the baseline build
+		unprefixed, isBaseline := strings.CutPrefix(name, baselinePrefix)
+		if isBaseline {
+			if c.baseline == "" {
+				fatalf("target %q: no -baseline build", name)
+			}
+			bin = c.baseline
+		}
 		// rdmafs-rdma@GOMAXPROCS=1+GODEBUG=x: the same mount with the
 		// rdmafs process's environment changed, as a column of its own
-		base, variant, hasVariant := strings.Cut(name, "@")
+		base, variant, hasVariant := strings.Cut(unprefixed, "@")
 		var env []string
 		if hasVariant {
 			env = strings.Split(variant, "+")
@@ -368,13 +389,16 @@ func makeTargets(c config) []target {
 			// -dev: FUSE through /dev/fuse whatever -rdmafs-o says (a
 			// column to weigh FUSE over io_uring against)
 			proto, dev := strings.CutSuffix(strings.TrimPrefix(base, "rdmafs-"), "-dev")
-			t.rdmafs = true
-			t.mount, t.umnt = rdmafs("proto="+proto+",vers=3", dev, env), fuseUmount
+			t.rdmafs, t.bin = true, bin
+			t.mount, t.umnt = rdmafs(bin, "proto="+proto+",vers=3", dev, env), fuseUmount
 			if c.rdmafs == "" {
 				fatalf("target %s: RDMAFS_BIN is unset: run inside the e2e test system (make bench-e2e), which builds rdmafs", name)
 			}
 		default:
 			fatalf("unknown target %q", name)
+		}
+		if isBaseline && !t.rdmafs {
+			fatalf("target %q: only rdmafs mounts have a baseline", name)
 		}
 		ts = append(ts, t)
 	}

@@ -201,3 +201,37 @@ func TestChartTable(t *testing.T) {
 		t.Errorf("notes %q", ct.Notes)
 	}
 }
+
+func TestWithBaselines(t *testing.T) {
+	in := []string{"knfs-rdma", "rdmafs-rdma", "rdmafs-tcp@GOMAXPROCS=1", "baseline:rdmafs-tcp@GOMAXPROCS=1"}
+	got := strings.Join(withBaselines(in, true), ",")
+	want := "knfs-rdma,rdmafs-rdma,baseline:rdmafs-rdma,rdmafs-tcp@GOMAXPROCS=1,baseline:rdmafs-tcp@GOMAXPROCS=1"
+	if got != want {
+		t.Errorf("withBaselines = %s, want %s", got, want)
+	}
+	if got := withBaselines(in[:2], false); len(got) != 2 {
+		t.Errorf("without a baseline build: %v, want the targets as they are", got)
+	}
+}
+
+func TestBaselineTable(t *testing.T) {
+	proc := func(cpu time.Duration, ctxsw uint64) *procstat.Process {
+		return &procstat.Process{CPU: cpu, CtxSw: ctxsw}
+	}
+	table := map[string]map[string]result{
+		"rdmafs-rdma":          {"create": {value: 300, cost: cost{ops: 100, proc: proc(60*time.Millisecond, 2000)}}},
+		"baseline:rdmafs-rdma": {"create": {value: 200, cost: cost{ops: 200, proc: proc(200*time.Millisecond, 8000)}}},
+	}
+	var b strings.Builder
+	printBaselineTable(&b, []string{"knfs-rdma", "rdmafs-rdma", "baseline:rdmafs-rdma"}, table)
+	// per file: 600 µs against 1000, 20 switches against 40
+	var line string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "create") {
+			line = l
+		}
+	}
+	if f := strings.Fields(line); len(f) < 3 || strings.Join(f[len(f)-3:], " ") != "1.50 0.60 0.50" {
+		t.Errorf("create row %q, want the ratios 1.50 0.60 0.50\n%s", line, b.String())
+	}
+}

@@ -46,6 +46,8 @@
 #                                                               in the suite LAB_KERNEL names)
 #   LAB_MIRROR       Debian mirror for debootstrap             (default: the host's apt sources)
 #   LAB_PASSENV      names of host env vars to export into the guest command
+#   BENCH_BASELINE   bench: a git revision of this checkout, built into bin/baseline/rdmafs and
+#                    mounted next to this build's rdmafs (bench-e2e -baseline)
 #   LAB_SHARE        host directory shared as /host            (default: the checkout)
 #   LAB_TRIM         0 = keep python/perl/dpkg db/... in the initramfs (default 1)
 #   LAB_VARIANT      guest image variant: empty (default) or docker (packages-docker.txt on
@@ -94,7 +96,7 @@ EXIT_USAGE=2 EXIT_DEPS=100 EXIT_IMAGE=101 EXIT_BUILD=102 EXIT_NOBOOT=103 EXIT_SE
 EXIT_TIMEOUT=124 EXIT_NOSTATUS=125
 
 # host env vars always passed into the guest (when set)
-PASSENV="LAB_TEST_TIMEOUT LAB_VERBS_RUN LAB_NFSD_THREADS RDMAFS_DIFF_SEED RDMAFS_DIFF_SCRIPTS RDMAFS_DIFF_TRACE RDMAFS_E2E_OPTS RDMAFS_EXERCISER_OPS RDMAFS_LOCK_MODEL_SEED RDMAFS_LOCK_MODEL_OPS RDMAFS_LOCK_SQLITE_TXNS RDMAFS_LOCK_SQLITE_ROUNDS BENCH_SIZE BENCH_RAND_SIZE BENCH_RUNTIME BENCH_RAND_RUNTIME BENCH_FILES BENCH_TARGETS BENCH_JOB_SLACK BENCH_WORKLOADS BENCH_PROFILE BENCH_RDMAFS_OPTS"
+PASSENV="LAB_TEST_TIMEOUT LAB_VERBS_RUN LAB_NFSD_THREADS RDMAFS_DIFF_SEED RDMAFS_DIFF_SCRIPTS RDMAFS_DIFF_TRACE RDMAFS_E2E_OPTS RDMAFS_EXERCISER_OPS RDMAFS_LOCK_MODEL_SEED RDMAFS_LOCK_MODEL_OPS RDMAFS_LOCK_SQLITE_TXNS RDMAFS_LOCK_SQLITE_ROUNDS BENCH_SIZE BENCH_RAND_SIZE BENCH_RUNTIME BENCH_RAND_RUNTIME BENCH_FILES BENCH_TARGETS BENCH_JOB_SLACK BENCH_WORKLOADS BENCH_PROFILE BENCH_RDMAFS_OPTS BENCH_BASELINE"
 HOST_PKGS="qemu-system-x86 debootstrap cpio kmod xz-utils zstd"
 # kernel modules (plus their dependencies) copied into the guest
 GUEST_MODS="virtio_pci virtio_net 9pnet_virtio 9p dummy veth configfs crc32_generic crc32c_generic crc32_pclmul \
@@ -706,7 +708,22 @@ cmd_bench() {
     cmd_deps
     cmd_image
     build_binaries
+    [ -z "${BENCH_BASELINE:-}" ] || build_baseline "$BENCH_BASELINE"
     cmd_run test/e2e/run-tests.sh --bench "$@"
+}
+
+# build_baseline REV: rdmafs of git revision REV of this checkout, into
+# bin/baseline/rdmafs, from a worktree that is removed again
+build_baseline() {
+    local rev=$1 wt gobin
+    gobin=$(command -v "${GO:-go}" || echo /usr/local/go/bin/go)
+    wt=$(mktemp -d /tmp/rdmafs-baseline.XXXXXX)
+    log "building the baseline rdmafs of $rev"
+    git -C "$ROOT" worktree add -q --detach "$wt" "$rev" || fail $EXIT_BUILD "git worktree add $rev failed"
+    mkdir -p "$ROOT/bin/baseline"
+    (cd "$wt" && "$gobin" build -o "$ROOT/bin/baseline/rdmafs" ./cmd/rdmafs) || {
+        git -C "$ROOT" worktree remove --force "$wt"; fail $EXIT_BUILD "building rdmafs of $rev failed"; }
+    git -C "$ROOT" worktree remove --force "$wt"
 }
 
 cmd_bench_verbs() {

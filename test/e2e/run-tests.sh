@@ -37,6 +37,8 @@ if [ "${1:-}" = --bench ]; then
     shift
     [ -x "$BIN/e2e/bench-e2e" ] || die "$BIN/e2e/bench-e2e missing: run test/e2e/build.sh"
     cd /tmp
+    # BENCH_BASELINE (lab.sh): the earlier build lab.sh put next to this one
+    [ -z "${BENCH_BASELINE:-}" ] || export BENCH_BASELINE_BIN=$BIN/baseline/rdmafs
     # the table as CSV and SVG in the checkout (bench/out, not versioned)
     exec "$BIN/e2e/bench-e2e" -out "$ROOT/bench/out" "$@"
 fi
