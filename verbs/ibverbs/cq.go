@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -212,17 +213,41 @@ func (c *conn) Wait(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var done <-chan struct{}
-		if !ended {
-			done = c.done
+		if ended {
+			// Wait for the flushes' events: the end's interruption
+			// has done its work.
+			c.compFD.resume()
 		}
-		select {
-		case <-c.notify:
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := c.sleep(ctx); err != nil {
+			return err
 		}
 	}
+}
+
+// sleep waits in the netpoller for the completion channel's next event,
+// in the goroutine that polls the CQ: no goroutine takes the event and
+// wakes this one, which would be a hand-off between threads per
+// completion. It returns early, with nil, when the connection ends (fail
+// interrupts the wait); with ctx's error when ctx ends; with an error
+// when Close closed the channel.
+func (c *conn) sleep(ctx context.Context) error {
+	var r C.int
+	err := c.compFD.wait(ctx, func() bool {
+		r = C.rdmafs_get_cq_event(c.comp)
+		return r != 0
+	})
+	switch {
+	case r > 0:
+		c.armed.Store(false) // the event disarmed the CQ
+		return nil
+	case err == nil && r < 0:
+		return &verbs.VerbError{Verb: "ibv_get_cq_event", Err: syscall.Errno(-r)}
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil:
+		return nil // interrupted by the connection's end
+	case err != nil && c.ended() && ctx.Err() == nil:
+		return c.Err() // closed
+	}
+	return err
 }
 
 // check polls, and with arm arms the CQ if it found nothing: ready if
@@ -278,30 +303,6 @@ func (c *conn) spin() (ready bool, err, failure error) {
 		}
 	}
 	return len(c.pending) > 0, nil, failure
-}
-
-// compLoop takes the completion channel's events and wakes Wait.
-func (c *conn) compLoop() {
-	defer c.wg.Done()
-	for {
-		var r C.int
-		err := c.compFD.wait(context.Background(), func() bool {
-			r = C.rdmafs_get_cq_event(c.comp)
-			return r != 0
-		})
-		if err != nil || r < 0 {
-			return // closed
-		}
-		c.armed.Store(false)
-		c.wake()
-	}
-}
-
-func (c *conn) wake() {
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
 }
 
 // cmLoop takes the connection's CM events.
@@ -360,7 +361,7 @@ func (c *conn) fail(err error, disconnect bool) {
 	}
 	c.failMu.Unlock()
 	c.drain()
-	c.wake()
+	c.compFD.interrupt() // a Wait asleep looks at the end
 }
 
 // notifyEstablished passes a COMM_EST async event to the RDMA CM.

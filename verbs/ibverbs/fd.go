@@ -22,8 +22,9 @@ type pollFD struct {
 	f  *os.File
 	rc syscall.RawConn
 
-	mu  sync.Mutex
-	gen uint64 // which wait a context's cancellation belongs to
+	mu          sync.Mutex
+	gen         uint64 // which wait a context's cancellation belongs to
+	interrupted bool   // interrupt's deadline stands until resume
 }
 
 func newPollFD(fd int, name string) (*pollFD, error) {
@@ -64,7 +65,9 @@ func (p *pollFD) wait(ctx context.Context, try func() bool) error {
 			stop()
 			p.mu.Lock()
 			p.gen++
-			p.f.SetReadDeadline(time.Time{})
+			if !p.interrupted {
+				p.f.SetReadDeadline(time.Time{})
+			}
 			p.mu.Unlock()
 		}()
 	}
@@ -73,6 +76,25 @@ func (p *pollFD) wait(ctx context.Context, try func() bool) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// interrupt makes the wait under way, and every later one until resume,
+// return at once with os.ErrDeadlineExceeded.
+func (p *pollFD) interrupt() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.interrupted = true
+	p.f.SetReadDeadline(time.Unix(1, 0))
+}
+
+// resume undoes interrupt.
+func (p *pollFD) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.interrupted {
+		p.interrupted = false
+		p.f.SetReadDeadline(time.Time{})
+	}
 }
 
 func (p *pollFD) close() { p.f.Close() }

@@ -74,8 +74,7 @@ type conn struct {
 	pending   []verbs.Completion  // polled, not yet returned
 	sqDrained bool                // the send queue's drain marker completed
 	cqGone    bool
-	armed     atomic.Bool   // the CQ is armed for an event
-	notify    chan struct{} // a completion event (or the end) wakes Wait
+	armed     atomic.Bool // the CQ is armed for an event
 
 	stateMu      sync.Mutex
 	err          error
@@ -100,7 +99,6 @@ func newConn(p *pd, id *C.struct_rdma_cm_id, ech *eventChannel, cfg verbs.ConnCo
 		dev: p.dev, pd: p, id: id, ech: ech, cfg: cfg,
 		sq:       make([]sendSlot, max(cfg.SendDepth, 1)),
 		rq:       make([]uint64, max(cfg.RecvDepth, 1)),
-		notify:   make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		peerGone: make(chan struct{}),
 	}
@@ -173,9 +171,8 @@ func (c *conn) release() {
 func (c *conn) start() {
 	c.local = sockaddrString(C.rdma_get_local_addr(c.id))
 	c.remote = sockaddrString(C.rdma_get_peer_addr(c.id))
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.cmLoop()
-	go c.compLoop()
 }
 
 func (c *conn) PeerPrivateData() []byte { return c.peerPrivate }
