@@ -60,22 +60,33 @@ func (ep *endpoint) complete(wc *verbs.Completion) {
 		}
 		ep.t.stats.Recvs.Add(1)
 		ep.reply(b, int(wc.ByteLen), wc.InvalidatedRKey, wc.HasInvalidate)
-	case wrSend, wrLocalInv:
+	case wrSend:
+		if n < 0 || n >= len(ep.reqs) {
+			return
+		}
+		// This Send is done, and every one posted before it.
+		ep.sends.completed(&ep.reqs[n], ep.sendDone)
+	case wrLocalInv:
 		if n < 0 || n >= len(ep.reqs) {
 			return
 		}
 		r := &ep.reqs[n]
 		ep.mu.Lock()
 		r.waiting--
-		if kind == wrLocalInv {
-			ep.reg.invalidated(r)
-		}
+		ep.reg.invalidated(r)
 		ep.mu.Unlock()
-		if kind == wrLocalInv {
-			ep.deliver(r) // its exposures are revoked
-		}
+		ep.deliver(r) // its exposures are revoked
 		ep.settle(r)
 	case wrBind:
 		// Binds are unsignaled; one that fails broke the connection.
 	}
+}
+
+// sendDone learns that r's Send is done: its buffer is free once its
+// reply is delivered.
+func (ep *endpoint) sendDone(r *request) {
+	ep.mu.Lock()
+	r.waiting--
+	ep.mu.Unlock()
+	ep.settle(r)
 }

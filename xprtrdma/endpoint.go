@@ -34,6 +34,9 @@ type endpoint struct {
 	postMu sync.RWMutex
 	closed bool // under postMu
 
+	// sends are the requests whose Sends may not be done yet.
+	sends sendQueue
+
 	// calls are the calls in flight, each with its request; the
 	// table's failure is the connection's.
 	calls *sunrpc.Pending[*request]
@@ -107,6 +110,7 @@ func (ep *endpoint) setup(ctx context.Context) error {
 			"%d credits with memreg=%v need %d and %d; asking for %d credits",
 			cfg.Credits, ep.dev.Name(), caps.MaxQPWR, caps.MaxCQE, cfg.Credits, memreg, max(send, recv), send+recv, ep.credits)
 	}
+	ep.sends.batch = sendBatch(ep.credits)
 	ep.reqs = make([]request, ep.credits)
 	for i := range ep.reqs {
 		ep.reqs[i].slot = i

@@ -239,7 +239,7 @@ func (ep *endpoint) marshalInline(r *request, h *rpcrdma.Header, send []byte, pa
 			{MR: cmr, Offset: coff, Length: len(call.Payload)},
 			{MR: smr, Offset: soff + headLen, Length: len(rest)},
 		}
-		r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:3], Signaled: true}
+		r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:3]}
 		return nil
 	}
 	buf = append(buf, call.Payload...)
@@ -269,6 +269,6 @@ func (ep *endpoint) setSend(r *request, n int) error {
 		return err
 	}
 	r.sendSGL[0] = verbs.SGE{MR: mr, Offset: off, Length: n}
-	r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:1], Signaled: true}
+	r.sendWR = verbs.SendWR{ID: rpcrdma.WRID(wrSend, r.slot), Opcode: verbs.OpSend, SGL: r.sendSGL[:1]}
 	return nil
 }

@@ -58,7 +58,7 @@ type request struct {
 
 	// Under the endpoint's mutex.
 	state   reqState
-	waiting int // signaled work requests posted for it still to complete
+	waiting int // work requests posted for it not yet known to be done: its Send (sendQueue), a local invalidation
 }
 
 // maxChunks is the most chunks a call exposes (plan): one for its reply

@@ -166,13 +166,17 @@ func (ep *endpoint) unpinIdle(slabs []int, all bool) {
 	}
 }
 
-// quiet reports whether every request of the connection is free: no
-// call is in flight, being revoked, or waiting for its Send to complete.
+// quiet reports whether no call of the connection is in flight or being
+// revoked. A request whose reply was delivered may still wait for the
+// completion of its Send, which is unsignaled and may wait for the next
+// call's (sendQueue): the server has answered it, so it took the Send,
+// and the memory the Send named is the caller's again, as a payload is
+// once RoundTrip returns.
 func (ep *endpoint) quiet() bool {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	for i := range ep.reqs {
-		if ep.reqs[i].state != reqFree {
+		if s := ep.reqs[i].state; s != reqFree && s != reqDelivered {
 			return false
 		}
 	}

@@ -86,7 +86,7 @@ func (ep *endpoint) send(ctx context.Context, deadline time.Time, r *request, ca
 	ep.mu.Unlock()
 	t.stats.Sent()
 	call.SentAt = time.Now()
-	if err := ep.conn.PostSend(r.chain()); err != nil {
+	if err := ep.sends.post(ep.conn, r); err != nil {
 		// The Send was not posted, and maybe not all of the binds
 		// before it were (verbs.PostError): forget leaves the windows
 		// bound until close.

@@ -73,6 +73,9 @@ func (ep *endpoint) teardown() {
 	} else {
 		close(ep.fenced)
 	}
+	// Nothing completes any more: the Sends whose completions did not
+	// come (unsignaled ones after the last signaled) are done.
+	ep.sends.drain(ep.sendDone)
 	ep.mu.Lock()
 	var stuck []*request
 	for i := range ep.reqs {
