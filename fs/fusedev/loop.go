@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -56,8 +54,6 @@ type Config struct {
 // Loop is the /dev/fuse readers of one mount.
 type Loop struct {
 	fd     int
-	file   *os.File        // fd, in the Go netpoller
-	rc     syscall.RawConn // file's
 	server *fuse.ProtocolServer
 	logf   func(format string, args ...any)
 	inSize int
@@ -73,26 +69,8 @@ func Serve(cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusedev: dup /dev/fuse: %w", err)
 	}
-	// The readers wait in the netpoller, not each in a read(2) on a
-	// thread of its own: a request then wakes the thread that polls
-	// for the whole process, which runs the reader, instead of a
-	// reader's thread that has lost its P to the scheduler while it
-	// slept and must find one. (The flag is the open file's, which
-	// go-fuse and the io_uring queues share: neither reads it.)
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("fusedev: /dev/fuse non-blocking: %w", err)
-	}
-	file := os.NewFile(uintptr(fd), "/dev/fuse")
-	rc, err := file.SyscallConn()
-	if err != nil {
-		file.Close()
-		return nil, fmt.Errorf("fusedev: /dev/fuse: %w", err)
-	}
 	l := &Loop{
 		fd:     fd,
-		file:   file,
-		rc:     rc,
 		server: cfg.Server,
 		logf:   cfg.Logf,
 		// The kernel refuses a read(2) of less than the largest WRITE
@@ -121,7 +99,7 @@ func (l *Loop) Wait() { l.wg.Wait() }
 func (l *Loop) Close() {
 	l.once.Do(func() {
 		l.Wait()
-		l.file.Close()
+		unix.Close(l.fd)
 	})
 }
 
@@ -134,15 +112,7 @@ func (l *Loop) read() {
 	// none of its own here.
 	inIov, outIov := make([][]byte, 1), make([][]byte, 1)
 	for {
-		var n int
-		var err error
-		if perr := l.rc.Read(func(fd uintptr) bool {
-			n, err = unix.Read(int(fd), in)
-			return err != unix.EAGAIN
-		}); perr != nil {
-			l.logf("fusedev: waiting for /dev/fuse: %v", perr)
-			return
-		}
+		n, err := unix.Read(l.fd, in)
 		switch {
 		case err == nil:
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ENOENT):
