@@ -231,7 +231,7 @@ func printCostTable(w io.Writer, cols []string, table map[string]map[string]resu
 			}
 		}
 		if rdmafsCol[c] {
-			head = append(head, c+" µs", "syscalls", "ctxsw")
+			head = append(head, c+" µs", "syscalls", "ctxsw", "sysmon")
 		}
 	}
 	lines := [][]string{head}
@@ -255,9 +255,10 @@ func printCostTable(w io.Writer, cols []string, table map[string]map[string]resu
 				if ok && k.proc != nil {
 					line = append(line, fmt.Sprintf("%.0f", k.perOp(k.proc.CPU)),
 						fmt.Sprintf("%.1f", float64(k.proc.Syscalls)/float64(k.ops)),
-						fmt.Sprintf("%.1f", float64(k.proc.CtxSw)/float64(k.ops)))
+						fmt.Sprintf("%.1f", float64(k.proc.CtxSw)/float64(k.ops)),
+						fmt.Sprintf("%.1f", float64(k.proc.MonitorCtxSw)/float64(k.ops)))
 				} else {
-					line = append(line, "-", "-", "-")
+					line = append(line, "-", "-", "-", "-")
 				}
 			}
 		}

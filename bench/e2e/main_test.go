@@ -136,7 +136,7 @@ func TestPrintTableTargets(t *testing.T) {
 
 func TestCostTable(t *testing.T) {
 	cols := []string{"knfs-rdma", "rdmafs-rdma", "uncounted"}
-	proc := procstat.Process{CPU: 3 * time.Second, Syscalls: 5000, CtxSw: 2500}
+	proc := procstat.Process{CPU: 3 * time.Second, Syscalls: 5000, CtxSw: 2500, MonitorCtxSw: 1500}
 	table := map[string]map[string]result{
 		"knfs-rdma":   {"create": {value: 100, cost: cost{ops: 1000, machine: 2 * time.Second, rpcs: 2000, hasRPCs: true}}},
 		"rdmafs-rdma": {"create": {value: 50, cost: cost{ops: 1000, machine: 4 * time.Second, rpcs: 3000, hasRPCs: true, proc: &proc}}},
@@ -146,18 +146,18 @@ func TestCostTable(t *testing.T) {
 	printCostTable(&b, cols, table)
 	t.Log("\n" + b.String())
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	for _, want := range []string{"knfs-rdma guest µs  RPCs", "rdmafs-rdma guest µs  RPCs", "rdmafs-rdma µs", "syscalls", "ctxsw"} {
+	for _, want := range []string{"knfs-rdma guest µs  RPCs", "rdmafs-rdma guest µs  RPCs", "rdmafs-rdma µs", "syscalls", "ctxsw", "sysmon"} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("header %q lacks %q", lines[0], want)
 		}
 	}
 	// an uncounted mount's RPCs are a dash, not 0
 	f := strings.Fields(lines[1+rowIndex(t, "create")])
-	if got := strings.Join(f[len(f)-9:], " "); got != "2000 2.00 4000 3.00 3000 5.0 2.5 4000 -" {
-		t.Errorf("create row ends %q, want 2000 2.0 4000 3.0 3000 5.0 2.5 4000 -", got)
+	if got := strings.Join(f[len(f)-10:], " "); got != "2000 2.00 4000 3.00 3000 5.0 2.5 1.5 4000 -" {
+		t.Errorf("create row ends %q, want 2000 2.00 4000 3.00 3000 5.0 2.5 1.5 4000 -", got)
 	}
 	f = strings.Fields(lines[1+rowIndex(t, "unlink")])
-	if got := strings.Join(f[len(f)-9:], " "); got != "- - - - - - - - -" {
+	if got := strings.Join(f[len(f)-10:], " "); got != "- - - - - - - - - -" {
 		t.Errorf("unlink row ends %q: not measured, want dashes", got)
 	}
 }

@@ -27,11 +27,18 @@ type Process struct {
 	CPU      time.Duration // user and system time of all its threads, dead ones included
 	Syscalls uint64        // read-like and write-like system calls (syscr + syscw)
 	CtxSw    uint64        // context switches of its live threads, voluntary and not
+	// MonitorCtxSw is CtxSw's share of the Go runtime's monitor thread
+	// (sysmon): the process's second thread, which runtime.main starts
+	// before any other. It sleeps 20 µs at a time while the program runs
+	// and is woken by the system call that ends an idle spell, so it
+	// counts the program's idle-to-busy transitions more than its work.
+	MonitorCtxSw uint64
 }
 
 // Sub returns what p used since earlier.
 func (p Process) Sub(earlier Process) Process {
-	return Process{CPU: p.CPU - earlier.CPU, Syscalls: p.Syscalls - earlier.Syscalls, CtxSw: p.CtxSw - earlier.CtxSw}
+	return Process{CPU: p.CPU - earlier.CPU, Syscalls: p.Syscalls - earlier.Syscalls, CtxSw: p.CtxSw - earlier.CtxSw,
+		MonitorCtxSw: p.MonitorCtxSw - earlier.MonitorCtxSw}
 }
 
 // ReadProcess reads the counters of process pid.
@@ -53,13 +60,18 @@ func ReadProcess(pid int) (Process, error) {
 		return p, fmt.Errorf("%s/io: %w", dir, err)
 	}
 	tasks, _ := filepath.Glob(dir + "/task/*/status")
+	monitor := monitorTask(pid, tasks)
 	for _, t := range tasks {
 		st, err := os.ReadFile(t)
 		if err != nil {
 			continue // the thread ended meanwhile
 		}
 		fields := statusFields(st)
-		p.CtxSw += fields["voluntary_ctxt_switches"] + fields["nonvoluntary_ctxt_switches"]
+		n := fields["voluntary_ctxt_switches"] + fields["nonvoluntary_ctxt_switches"]
+		p.CtxSw += n
+		if t == monitor {
+			p.MonitorCtxSw = n
+		}
 	}
 	return p, nil
 }
@@ -197,4 +209,21 @@ func FindMountDaemon(prog, mountpoint string) int {
 		}
 	}
 	return 0
+}
+
+// monitorTask is the status file, among tasks (/proc/PID/task/TID/status),
+// of the thread with the lowest TID after the main thread's: a Go
+// program's sysmon. "" if there is none.
+func monitorTask(pid int, tasks []string) string {
+	best, bestTID := "", 0
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(filepath.Base(filepath.Dir(t)))
+		if err != nil || tid == pid {
+			continue
+		}
+		if best == "" || tid < bestTID {
+			best, bestTID = t, tid
+		}
+	}
+	return best
 }

@@ -72,3 +72,38 @@ func TestSelf(t *testing.T) {
 		t.Errorf("MachineCPU = %v, %v", c, err)
 	}
 }
+
+func TestMonitorTask(t *testing.T) {
+	tasks := []string{"/proc/100/task/100/status", "/proc/100/task/107/status", "/proc/100/task/101/status", "/proc/100/task/99x/status"}
+	if got := monitorTask(100, tasks); got != "/proc/100/task/101/status" {
+		t.Errorf("monitorTask = %q, want the lowest TID after the main thread's, 101", got)
+	}
+	if got := monitorTask(100, tasks[:1]); got != "" {
+		t.Errorf("monitorTask of a single-threaded process = %q, want none", got)
+	}
+}
+
+// TestMonitorSwitches: a Go program that goes idle and busy again makes
+// its monitor thread (sysmon) switch, and that is a part of all its
+// threads' switches.
+func TestMonitorSwitches(t *testing.T) {
+	before, err := ReadProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		time.Sleep(200 * time.Microsecond)
+		if _, err := os.ReadFile("/proc/self/stat"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := ReadProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before)
+	if d.MonitorCtxSw == 0 || d.MonitorCtxSw >= d.CtxSw {
+		t.Errorf("200 idle spells: the monitor switched %d times of all threads' %d, want some and not all", d.MonitorCtxSw, d.CtxSw)
+	}
+	t.Logf("200 idle spells: %d context switches, %d of them the monitor's", d.CtxSw, d.MonitorCtxSw)
+}
