@@ -10,7 +10,8 @@
 #   make e2e-current the same tests on the newest kernel of Debian's trixie-backports (Linux 7.x)
 #                    instead of Debian 12's 6.1 (LAB_KERNEL=current)
 #   make e2e-soak    the differential test (40 random scripts), the exerciser (40000 operations),
-#                    the lock model (1000 steps, new seed) and SQLite (2 × 500 transactions)
+#                    the lock model (1000 steps, new seed) and SQLite (2 × 500 transactions, the
+#                    rdmafs pair 20 times, under strace)
 #                    in the guest, longer than CI runs them
 #   make bench-e2e   fio through rdmafs and the kernel NFS client over RDMA and TCP, in one guest boot
 #   make bench-verbs the verbs layer: the soft provider here, then ibverbs next to perftest on
@@ -104,7 +105,8 @@ e2e-current:
 e2e-soak:
 	RDMAFS_DIFF_SEED=$${RDMAFS_DIFF_SEED:-random} RDMAFS_DIFF_SCRIPTS=$${RDMAFS_DIFF_SCRIPTS:-40} RDMAFS_EXERCISER_OPS=$${RDMAFS_EXERCISER_OPS:-40000} \
 	RDMAFS_LOCK_MODEL_SEED=$${RDMAFS_LOCK_MODEL_SEED:-random} RDMAFS_LOCK_MODEL_OPS=$${RDMAFS_LOCK_MODEL_OPS:-1000} RDMAFS_LOCK_SQLITE_TXNS=$${RDMAFS_LOCK_SQLITE_TXNS:-500} \
-	LAB_TEST_TIMEOUT=$${LAB_TEST_TIMEOUT:-100m} LAB_TIMEOUT=$${LAB_TIMEOUT:-7200} \
+	RDMAFS_LOCK_SQLITE_ROUNDS=$${RDMAFS_LOCK_SQLITE_ROUNDS:-20} RDMAFS_LOCK_SQLITE_STRACE=$${RDMAFS_LOCK_SQLITE_STRACE:-1} \
+	LAB_TEST_TIMEOUT=$${LAB_TEST_TIMEOUT:-230m} LAB_TIMEOUT=$${LAB_TIMEOUT:-14400} \
 		test/e2e/lab.sh e2e -test.run 'TestDifferential|TestExerciserKnfsd|TestLockModel|TestLockSQLite'
 
 bench-e2e:

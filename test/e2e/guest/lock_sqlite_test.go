@@ -25,6 +25,12 @@ const sqliteTxns = 100
 // error after about 35 transactions, and reruns passed).
 const sqliteRoundsEnv = "RDMAFS_LOCK_SQLITE_ROUNDS"
 
+// sqliteStraceEnv, set to 1, runs the two sqlite3 processes under strace,
+// which a failure then shows the failed system calls of: SQLite says
+// "disk I/O error" for a read, a write or an fsync that failed, and which
+// and with what errno only strace tells. (`make e2e-soak` sets it.)
+const sqliteStraceEnv = "RDMAFS_LOCK_SQLITE_STRACE"
+
 // TestLockSQLiteTwoMounts: two sqlite3 processes, each on a mount of its
 // own of one database, add one to a counter row sqliteTxns times each, every
 // time in a transaction of its own under SQLite's own locking (fcntl
@@ -68,6 +74,16 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 				first = mountRdmafs(t, e, "lock")
 			}
 			second := mountRdmafs(t, e, "lock")
+			t.Cleanup(func() {
+				// Before the unmounts: which NFS operations failed.
+				if t.Failed() {
+					for _, dir := range []string{first, second} {
+						out, _ := exec.Command(e.Rdmafs, "stats", dir).CombinedOutput()
+						t.Logf("rdmafs stats %s:\n%s", dir, out)
+					}
+				}
+			})
+			strace := os.Getenv(sqliteStraceEnv) == "1"
 
 			var script strings.Builder
 			// .log: on an error SQLite says which system call of which
@@ -79,11 +95,26 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 			}
 			start := time.Now()
 			var cmds []*exec.Cmd
-			for _, dir := range []string{first, second} {
+			var traces []string
+			for i, dir := range []string{first, second} {
 				cmd := exec.Command("sqlite3", filepath.Join(dir, name))
+				if strace {
+					trace := filepath.Join(t.TempDir(), fmt.Sprintf("strace-%d", i))
+					traces = append(traces, trace)
+					// -Z: the calls that failed, with their errno
+					cmd = exec.Command("strace", "-f", "-Z", "-tt", "-o", trace, "sqlite3", filepath.Join(dir, name))
+				}
 				cmd.Stdin = strings.NewReader(script.String())
 				cmds = append(cmds, cmd)
 			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					for _, trace := range traces {
+						b, _ := os.ReadFile(trace)
+						t.Logf("%s, the failed calls but the lock attempts' EAGAIN:\n%s", trace, withoutEAGAIN(b))
+					}
+				}
+			})
 			runTogether(t, 15*time.Minute, cmds...)
 			took := time.Since(start)
 			got := strings.TrimSpace(run(t, time.Minute, "sqlite3", db, "SELECT n FROM counter;"))
@@ -96,4 +127,16 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 			t.Logf("%s: %d transactions in %v", pair, 2*txns, took.Round(time.Millisecond))
 		})
 	}
+}
+
+// withoutEAGAIN is an strace log without the lines of F_SETLK's EAGAIN,
+// which a lock held by the other process answers hundreds of times.
+func withoutEAGAIN(log []byte) string {
+	var b strings.Builder
+	for _, l := range strings.Split(string(log), "\n") {
+		if !strings.Contains(l, "EAGAIN") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
 }
