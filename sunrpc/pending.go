@@ -143,6 +143,49 @@ func (p *Pending[R]) Wait(ctx context.Context, call *Call) error {
 	case <-call.timer.C:
 		err = ErrTimeout
 	}
+	return p.GiveUp(call, err)
+}
+
+// WaitTurn is Wait for a transport whose callers take turns at reading
+// the replies (RPC-over-RDMA's completion queue, which one goroutine at a
+// time polls): it also returns, with turned true and the call still
+// waiting, when it receives the turn from turn. The try's timeout counts
+// from the call's start (Deadline), so that a caller that comes back
+// after its turn does not wait longer in all.
+func (p *Pending[R]) WaitTurn(ctx context.Context, call *Call, turn <-chan struct{}) (turned bool, err error) {
+	d := time.Until(call.Deadline())
+	if call.timer == nil {
+		call.timer = time.NewTimer(d)
+	} else {
+		call.timer.Reset(d)
+	}
+	defer call.timer.Stop()
+	select {
+	case <-call.done:
+		return false, nil
+	case <-turn:
+		return true, nil
+	case <-p.lost:
+		err = ErrDisconnected
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-call.timer.C:
+		err = ErrTimeout
+	}
+	return false, p.GiveUp(call, err)
+}
+
+// Delivered reports whether call's reply has been delivered, for a
+// caller that reads replies itself: Take takes it.
+func (p *Pending[R]) Delivered(call *Call) bool { return len(call.done) > 0 }
+
+// Take takes call's delivered reply (Delivered): it is in call.Reply.
+func (p *Pending[R]) Take(call *Call) { <-call.done }
+
+// GiveUp takes call back for its caller, who stops waiting because of
+// err, and returns err; or, if its reply was delivered meanwhile, takes
+// that and returns nil.
+func (p *Pending[R]) GiveUp(call *Call, err error) error {
 	if p.abandon(call) {
 		return err
 	}

@@ -181,6 +181,15 @@ type Conn interface {
 	// as work requests remain to be completed (flushed) and polled, and
 	// then Err, which wraps ErrDisconnected.
 	Wait(ctx context.Context) error
+	// WaitUntil is Wait with a deadline instead of a context, for a
+	// caller that waits on the hot path for its own completion: it
+	// returns nil when Poll may return completions, at the deadline,
+	// and once the connection has ended (Poll may then find nothing:
+	// the caller looks at what it waits for, and at Done), and an error
+	// only when the completion queue fails. It allocates nothing and
+	// starts no goroutine. One goroutine at a time waits in it, and not
+	// while another waits in Wait.
+	WaitUntil(deadline time.Time) error
 	// PeerPrivateData is what the peer sent with its connect request or
 	// its accept.
 	PeerPrivateData() []byte

@@ -1,49 +1,15 @@
 package xprtrdma
 
 import (
-	"context"
-
 	"github.com/rdmafs/rdmafs/rpcrdma"
 	"github.com/rdmafs/rdmafs/verbs"
 )
 
-// The completion loop: every work completion of a connection comes
-// through here (the kernel's rpcrdma_wc_* handlers in verbs.c).
-
-// completions handles the connection's work completions until it ends.
-func (ep *endpoint) completions() {
-	defer close(ep.loopDone)
-	wcs := make([]verbs.Completion, 32)
-	ctx := context.Background()
-	for {
-		n, err := ep.conn.Poll(wcs)
-		if err != nil {
-			ep.fail(err)
-			return
-		}
-		for i := range wcs[:n] {
-			ep.complete(&wcs[i])
-		}
-		if n == len(wcs) {
-			continue // maybe more
-		}
-		// Wait polls before it sleeps: no empty Poll first.
-		if err := ep.conn.Wait(ctx); err != nil {
-			// Drain what the flush produced, then stop.
-			for {
-				n, perr := ep.conn.Poll(wcs)
-				for i := range wcs[:n] {
-					ep.complete(&wcs[i])
-				}
-				if n == 0 || perr != nil {
-					break
-				}
-			}
-			ep.fail(err)
-			return
-		}
-	}
-}
+// Completions: every work completion of a connection comes through
+// complete (the kernel's rpcrdma_wc_* handlers in verbs.c). No goroutine
+// of its own polls the completion queue: one goroutine at a time does,
+// the one that holds the connection's turn (reaper.go), which is a caller
+// waiting for its reply while nobody polls.
 
 // complete handles one work completion.
 func (ep *endpoint) complete(wc *verbs.Completion) {

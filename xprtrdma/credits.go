@@ -67,6 +67,19 @@ func (ep *endpoint) credit(ctx context.Context, deadline time.Time) (*request, e
 	for {
 		select {
 		case <-wake:
+		case <-ep.turn:
+			// Nobody polls the completion queue: this caller does
+			// until a credit comes back (the calls holding them may
+			// have no caller waiting any more).
+			rerr := ep.reap(ctx, deadline, func() bool {
+				r, wake, err = ep.tryCredit()
+				return r != nil || err != nil
+			})
+			ep.passTurn()
+			if r != nil || err != nil {
+				return r, err
+			}
+			return nil, rerr
 		case <-ep.calls.Lost():
 		case <-ctx.Done():
 			return nil, ctx.Err()

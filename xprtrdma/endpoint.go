@@ -47,15 +47,18 @@ type endpoint struct {
 	wake     chan struct{} // while a call waits for a credit or request: closed by the next given back
 	reqs     []request
 	free     []*request
-	loopDone chan struct{} // closed when the completion loop ends
-	down     chan struct{} // closed when teardown has released everything
+	// turn holds a token while no goroutine polls the completion
+	// queue (reaper.go); wcs is the holder's.
+	turn chan struct{}
+	wcs  []verbs.Completion
+	down chan struct{} // closed when teardown has released everything
 	// fenced is closed once the queue pair is in the error state: no
 	// RDMA Write of the server lands in this client's memory any more.
 	fenced chan struct{}
 	idle   *time.Timer
 
-	hdr    rpcrdma.Header // the completion loop's header scratch
-	invWR  verbs.SendWR   // the completion loop's local invalidation (see request.sendWR)
+	hdr    rpcrdma.Header // the turn holder's header scratch
+	invWR  verbs.SendWR   // the turn holder's local invalidation (see request.sendWR)
 	worked atomic.Bool    // a reply came: the connection is good
 }
 
@@ -68,13 +71,15 @@ func (t *Transport) dial(ctx context.Context) (*endpoint, error) {
 		return nil, err
 	}
 	ep := &endpoint{t: t, dev: dev, calls: sunrpc.NewPending[*request](sunrpc.KeepAbandoned),
-		loopDone: make(chan struct{}), down: make(chan struct{}), fenced: make(chan struct{}), granted: 1}
+		turn: make(chan struct{}, 1), wcs: make([]verbs.Completion, completionBatch),
+		down: make(chan struct{}), fenced: make(chan struct{}), granted: 1}
+	ep.turn <- struct{}{}
 	if err := ep.setup(ctx); err != nil {
 		ep.release()
 		return nil, err
 	}
 	ep.idle = time.AfterFunc(cfg.IdleTimeout, ep.closeIfIdle)
-	go ep.completions()
+	go ep.watchEnd()
 	return ep, nil
 }
 

@@ -28,8 +28,16 @@ func (ep *endpoint) fail(err error) {
 	go ep.teardown()
 }
 
-// drainWait is how long teardown waits for the completion loop to see the
-// flush of everything posted.
+// watchEnd fails the endpoint when its connection ends (the peer
+// disconnected, the device went away), which nobody polling the
+// completion queue notices while no call waits for a reply.
+func (ep *endpoint) watchEnd() {
+	<-ep.conn.Done()
+	ep.fail(ep.conn.Err())
+}
+
+// drainWait is how long teardown waits for the turn at the completion
+// queue, and then for the flush of everything posted.
 const drainWait = 5 * time.Second
 
 // slowDestroy is how long the destruction of a connection may take before
@@ -45,22 +53,20 @@ func (ep *endpoint) teardown() {
 	ep.postMu.Unlock()
 	if ep.conn != nil {
 		// The queue pair goes to the error state, everything posted on
-		// it flushes, and the completion loop ends once it has seen
-		// that. Then the windows go, before the queue pair: rxe holds a
-		// reference to a queue pair for every window bound on it, and
-		// destroying the queue pair waits up to 50 s for them (the
-		// windows of calls lost with a connection are still bound).
+		// it flushes, and teardown, which takes the turn at the
+		// completion queue for good, sees that. Then the windows go,
+		// before the queue pair: rxe holds a reference to a queue pair
+		// for every window bound on it, and destroying the queue pair
+		// waits up to 50 s for them (the windows of calls lost with a
+		// connection are still bound).
 		ep.conn.Disconnect()
 		close(ep.fenced)
-		select {
-		case <-ep.loopDone:
-			if ep.reg != nil {
-				ep.reg.close()
-			}
-		case <-time.After(drainWait):
-			// The device does not flush: the queue pair's
-			// destruction ends the loop, and the windows go after.
+		turned := ep.keepTurn(drainWait)
+		if turned && ep.drain(drainWait) && ep.reg != nil {
+			ep.reg.close()
 		}
+		// Otherwise the device does not flush: the windows go after
+		// the queue pair.
 		start := time.Now()
 		ep.conn.Close()
 		if d := time.Since(start); d > slowDestroy {
@@ -69,7 +75,9 @@ func (ep *endpoint) teardown() {
 			// the daemon lingers.
 			ep.t.logf("xprtrdma: %s: the device took %v to destroy the queue pair of a connection that ended", ep.t.cfg.Addr, d.Round(time.Second))
 		}
-		<-ep.loopDone
+		if !turned {
+			<-ep.turn // its holder found the queue gone
+		}
 	} else {
 		close(ep.fenced)
 	}

@@ -213,7 +213,7 @@ func (t *Transport) RoundTrip(ctx context.Context, call *sunrpc.Call) error {
 		}
 		return err
 	}
-	err = ep.calls.Wait(ctx, call)
+	err = ep.await(ctx, call)
 	if err != nil {
 		switch {
 		case errors.Is(err, sunrpc.ErrTimeout):

@@ -72,6 +72,7 @@ func Run(t *testing.T, p verbs.Provider, device, addr string) {
 	t.Run("ChainPostError", s.testChainPostError)
 	t.Run("ChainLimits", s.testChainLimits)
 	t.Run("WaitContext", s.testWaitContext)
+	t.Run("WaitUntil", s.testWaitUntil)
 	t.Run("Polling", s.testPolling)
 	t.Run("FlushOnDisconnect", s.testFlushOnDisconnect)
 	t.Run("CloseOrder", s.testCloseOrder)

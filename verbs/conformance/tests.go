@@ -856,6 +856,39 @@ func (s *suite) testWaitContext(t *testing.T) {
 	}
 }
 
+// testWaitUntil: WaitUntil returns at its deadline when nothing
+// completes, at once when a completion is ready or comes while it waits,
+// and once the connection has ended.
+func (s *suite) testWaitUntil(t *testing.T) {
+	f := s.setup(t)
+	c, sc := f.pair()
+	start := time.Now()
+	if err := c.WaitUntil(start.Add(200 * time.Millisecond)); err != nil || time.Since(start) < 150*time.Millisecond {
+		t.Errorf("WaitUntil with nothing to complete: %v after %v, want nil at the deadline, 200ms", err, time.Since(start))
+	}
+	a := f.region(f.cpd, 4096, recvAcces)
+	b := f.region(f.spd, 4096, recvAcces)
+	postRecv(t, c, 1, verbs.SGE{MR: a.mr, Length: 4096})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		sc.PostSend(&verbs.SendWR{ID: 2, Opcode: verbs.OpSend, Signaled: true, SGL: []verbs.SGE{{MR: b.mr, Length: 64}}})
+	}()
+	start = time.Now()
+	if err := c.WaitUntil(start.Add(timeout)); err != nil || time.Since(start) > timeout/2 {
+		t.Errorf("WaitUntil while a receive completes: %v after %v, want nil when it comes", err, time.Since(start))
+	}
+	completion(t, c, 1, verbs.StatusSuccess, verbs.CompRecv)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		c.Disconnect()
+	}()
+	start = time.Now()
+	if err := c.WaitUntil(start.Add(timeout)); err != nil || time.Since(start) > timeout/2 {
+		t.Errorf("WaitUntil while the connection ends: %v after %v, want nil at the end", err, time.Since(start))
+	}
+	ended(t, c, "client")
+}
+
 func (s *suite) testPolling(t *testing.T) {
 	f := s.setup(t)
 	cfg := defaultConfig()

@@ -224,6 +224,47 @@ func (c *conn) Wait(ctx context.Context) error {
 	}
 }
 
+func (c *conn) WaitUntil(deadline time.Time) error {
+	for {
+		if c.cfg.Polling && !c.ended() {
+			ready, err, failure := c.spin()
+			if failure != nil {
+				c.fail(failure, true)
+			}
+			if err != nil || ready || !time.Now().Before(deadline) {
+				return err
+			}
+			continue
+		}
+		arm := !c.armed.Load()
+		if arm {
+			c.armed.Store(true)
+		}
+		ready, _, armed, err := c.check(arm)
+		if arm && !armed {
+			c.armed.Store(false)
+		}
+		if err != nil || ready || c.ended() {
+			return err
+		}
+		var r C.int
+		err = c.compFD.waitUntil(deadline, func() bool {
+			r = C.rdmafs_get_cq_event(c.comp)
+			return r != 0
+		})
+		switch {
+		case r > 0:
+			c.armed.Store(false) // the event disarmed the CQ
+		case err == nil && r < 0:
+			return &verbs.VerbError{Verb: "ibv_get_cq_event", Err: syscall.Errno(-r)}
+		case err != nil:
+			// The deadline, the connection's end (interrupt), or
+			// Close: the caller looks.
+			return nil
+		}
+	}
+}
+
 // sleep waits in the netpoller for the completion channel's next event,
 // in the goroutine that polls the CQ: no goroutine takes the event and
 // wakes this one, which would be a hand-off between threads per

@@ -78,6 +78,23 @@ func (p *pollFD) wait(ctx context.Context, try func() bool) error {
 	return err
 }
 
+// waitUntil is wait with a deadline instead of a context: it returns
+// os.ErrDeadlineExceeded at the deadline (and when interrupted).
+func (p *pollFD) waitUntil(deadline time.Time, try func() bool) error {
+	p.mu.Lock()
+	if !p.interrupted {
+		p.f.SetReadDeadline(deadline)
+	}
+	p.mu.Unlock()
+	err := p.rc.Read(func(uintptr) bool { return try() })
+	p.mu.Lock()
+	if !p.interrupted {
+		p.f.SetReadDeadline(time.Time{})
+	}
+	p.mu.Unlock()
+	return err
+}
+
 // interrupt makes the wait under way, and every later one until resume,
 // return at once with os.ErrDeadlineExceeded.
 func (p *pollFD) interrupt() {

@@ -118,6 +118,7 @@ type conn struct {
 	cq          *cq
 	recvPosted  chan struct{} // PostRecv wakes a reader waiting for a receive
 	done        chan struct{}
+	waitTimer   *time.Timer // WaitUntil's, made once
 
 	mu        sync.Mutex
 	kick      sync.Cond // on mu: wakes the sender
@@ -365,6 +366,34 @@ func (c *conn) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+func (c *conn) WaitUntil(deadline time.Time) error {
+	spinStart := time.Now()
+	for {
+		if ready, _ := c.cq.ready(); ready || c.ended() {
+			return nil
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return nil
+		}
+		if c.cfg.Polling && time.Since(spinStart) < maxSpin {
+			runtime.Gosched()
+			continue
+		}
+		if c.waitTimer == nil {
+			c.waitTimer = time.NewTimer(d)
+		} else {
+			c.waitTimer.Reset(d)
+		}
+		select {
+		case <-c.cq.notify:
+		case <-c.done:
+		case <-c.waitTimer.C:
+		}
+		c.waitTimer.Stop()
 	}
 }
 
