@@ -39,7 +39,10 @@
 //	               revoking them, per memreg strategy
 //	send.go        the call's buffers, its entry in the table of calls in
 //	               flight (sunrpc.Pending), its Receive and Send posted
-//	completion.go  the completion loop: every work completion
+//	reaper.go      the turn at the completion queue: the caller waiting
+//	               for its reply polls it while nobody else does
+//	completion.go  every work completion
+//	sendqueue.go   Sends signaled one in a batch, retired in order
 //	reply.go       a Receive: its transport header, the call it answers,
 //	               the chunks the server used, the exposures revoked, the
 //	               reply delivered

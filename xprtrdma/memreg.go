@@ -84,7 +84,7 @@ type registrar interface {
 	// so do those whose binds a failed post may or may not have posted.
 	forget(r *request)
 	// close frees what the registrar holds once no completion can come:
-	// the connection's completion loop has ended, or its queue pair is
+	// teardown has drained the completion queue, or its queue pair is
 	// gone. A second close does nothing.
 	close()
 }
@@ -216,8 +216,8 @@ func (w *windows) expose(r *request, off, n int, access verbs.Access) (rpcrdma.S
 
 // revoke invalidates the windows the server did not, with one local
 // invalidation each; the last is signaled and the call waits for it. It
-// runs in the completion loop, which posts from its own work request
-// (ep.invWR).
+// runs in the goroutine that holds the turn at the completion queue,
+// which posts from the endpoint's work request for it (ep.invWR).
 func (w *windows) revoke(r *request, inv uint32, hasInv bool) (bool, error) {
 	// The windows to invalidate go to r.invalidating, empty since the
 	// last call's invalidation completed, so its array is reused.

@@ -84,7 +84,7 @@ func (r *request) chain() *verbs.SendWR {
 // before its Send is posted (unwind, which its caller does while it holds
 // the post lock). A request whose connection ends while it is reqPosted or
 // reqRevoking is teardown's to clean up; in the other states, its caller's
-// or the completion loop's.
+// or the turn holder's at the completion queue.
 type reqState uint8
 
 const (

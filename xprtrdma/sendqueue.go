@@ -11,8 +11,8 @@ import (
 // a queue pair completes its send queue in order (the kernel's sendctx
 // ring, rpcrdma_sendctx_put_locked, which signals one Send in
 // re_send_batch). A signaled Send per call would be a second completion,
-// and a second wake-up of the completion loop, next to its reply's
-// Receive.
+// and a second wake-up of the caller sleeping on the completion queue
+// (reaper.go), next to its reply's Receive.
 
 // sendQueue is the requests whose Sends are posted and not yet known to
 // be complete, in the order they were posted.
