@@ -111,3 +111,53 @@ func TestChunkWaitEndsAtDeadline(t *testing.T) {
 		t.Fatalf("READ with a 200ms timeout waited %v for a chunk buffer", d)
 	}
 }
+
+// TestAbandonedCallsGiveBackTheirCredits: calls whose callers stopped
+// waiting hold their credits until somebody reads their replies off the
+// completion queue, which no goroutine of the transport does on its own:
+// a call that waits for a credit then reads them itself, and gets one.
+func TestAbandonedCallsGiveBackTheirCredits(t *testing.T) {
+	b := newTestBed(t, svcrdma.Config{})
+	c, tr := b.client(t, Config{Credits: 4})
+	fh := b.create(t, c, "f")
+	ep, err := tr.conns.Get(context.Background(), time.Now().Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads replies while the test holds the turn: every credit
+	// goes to a call whose caller gives up first.
+	if !ep.takeTurn() {
+		t.Fatal("the turn at the completion queue is taken with no call in flight")
+	}
+	ep.mu.Lock()
+	granted := ep.granted
+	ep.mu.Unlock()
+	errs := make(chan error, granted)
+	for range granted {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			var a nfs3.Fattr
+			errs <- c.Getattr(ctx, root, &fh, &a)
+		}()
+	}
+	for range granted {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a call whose caller gave up: %v, want the context's deadline", err)
+		}
+	}
+	ep.mu.Lock()
+	inflight := ep.inflight
+	ep.mu.Unlock()
+	if inflight != granted {
+		t.Fatalf("%d calls hold credits, want all %d abandoned ones", inflight, granted)
+	}
+	ep.passTurn()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a nfs3.Fattr
+	if err := c.Getattr(ctx, root, &fh, &a); err != nil {
+		t.Fatalf("a call after %d abandoned ones took every credit: %v", granted, err)
+	}
+}
