@@ -16,8 +16,9 @@
 //     requests through io_uring, and rdmafs-soft-uring, the same over soft
 //     RDMA, whose READ data the server places in the ring entries;
 //     rdmafs-tcp and rdmafs-soft use /dev/fuse (noio_uring);
-//   - rdmafs-tcp-baseline: with -baseline BIN, the same mount as rdmafs-tcp
-//     made by another build of rdmafs, to measure a change in one run.
+//   - rdmafs-tcp-baseline and rdmafs-soft-baseline: with -baseline BIN,
+//     the same mounts as rdmafs-tcp and rdmafs-soft made by another build
+//     of rdmafs, to measure a change in one run.
 //
 // It prints one table with each figure, the ratios of each rdmafs mount to
 // the loopback and to libnfs, and whether the sequential rows meet issue
@@ -66,7 +67,7 @@ var (
 	profile   = flag.Bool("profile", false, "write CPU profiles of the rdmafs clients and server into the work directory")
 	mountOpts = flag.String("o", "", "extra rdmafs mount options")
 	outDir    = flag.String("out", "bench/out", "directory for hostbench.csv and hostbench.svg")
-	baseline  = flag.String("baseline", "", "an rdmafs binary of another build (an earlier commit's) to mount over TCP next to this one's, with a table of the two")
+	baseline  = flag.String("baseline", "", "an rdmafs binary of another build (an earlier commit's) to mount over TCP and soft RDMA next to this one's, with a table of each pair")
 	rounds    = flag.Int("pairrounds", 3, "rounds of the workloads of each pair table (io_uring against /dev/fuse, -baseline), the pair's two mounts taking turns")
 )
 
@@ -255,6 +256,10 @@ func main() {
 	if base := b.client("rdmafs-tcp-baseline"); base >= 0 {
 		pairs.table(fmt.Sprintf("rdmafs over TCP: this build against %s", *baseline),
 			[2]string{"baseline", "this"}, b.clients[base].mnt, b.clients[0].mnt, false)
+	}
+	if base := b.client("rdmafs-soft-baseline"); base >= 0 {
+		pairs.table(fmt.Sprintf("rdmafs over soft RDMA: this build against %s", *baseline),
+			[2]string{"baseline", "this"}, b.clients[base].mnt, b.clients[1].mnt, false)
 	}
 	t := &chart.Table{
 		Title:   fmt.Sprintf("make bench: rdmafs over TCP and soft RDMA, libnfs and a FUSE loopback (%d MiB file, %s)", *sizeMiB, time.Now().Format("2006-01-02")),
@@ -480,8 +485,9 @@ func (b *bench) setup() {
 		// Without noio_uring, which builds older than the io_uring
 		// channel refuse: those serve through /dev/fuse, and so does
 		// every later build by default.
-		opts := strings.TrimPrefix(mounts[0].opts, "noio_uring,")
-		mounts = append(mounts, struct{ name, opts, bin string }{"rdmafs-tcp-baseline", opts, *baseline})
+		mounts = append(mounts,
+			struct{ name, opts, bin string }{"rdmafs-tcp-baseline", strings.TrimPrefix(mounts[0].opts, "noio_uring,"), *baseline},
+			struct{ name, opts, bin string }{"rdmafs-soft-baseline", strings.TrimPrefix(mounts[1].opts, "noio_uring,"), *baseline})
 	}
 	for _, c := range mounts {
 		mnt := filepath.Join(b.dir, c.name)
