@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -165,7 +166,7 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 		// the RDMA transport has the server write the data.
 		if err := f.nfs.ReadInto(ctx, h.cred, &h.obj.fh, uint64(off), dest, &rr.res); err != nil {
 			rr.Done()
-			return nil, errno(err)
+			return nil, h.readFailed(off, len(dest), err)
 		}
 		f.readDone(h.obj, &rr.res, since)
 		got := len(rr.res.Data)
@@ -202,7 +203,7 @@ func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int
 			if n > 0 {
 				return fuse.ReadResultData(dest[:n]), 0
 			}
-			return nil, errno(err)
+			return nil, h.readFailed(off+int64(n), count, err)
 		}
 		f.readDone(h.obj, &res, since)
 		got := copy(dest[n:], res.Data)
@@ -225,6 +226,26 @@ func (h *fileHandle) readInto(ctx context.Context, dest []byte, off int64, n int
 		h.obj.kernelReadShort(off + int64(n))
 	}
 	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// readFailed returns the errno of a READ of count bytes at off that
+// failed with err, and logs it (at most once a second, with how many it
+// held back) unless its caller was interrupted: a program may take any
+// errno for an I/O error and say no more (SQLite's "disk I/O error"),
+// and the log says what the server or the transport answered.
+func (h *fileHandle) readFailed(off int64, count int, err error) syscall.Errno {
+	en := errno(err)
+	if en == syscall.EINTR {
+		return en
+	}
+	if ok, held := h.fs.readFailures.allow(); ok {
+		more := ""
+		if held > 0 {
+			more = fmt.Sprintf(" (and %d more READs failed since the last logged)", held)
+		}
+		h.fs.logf("READ of %d bytes at %d of file %d failed with %v: %v%s", count, off, h.obj.fileID, en, err, more)
+	}
+	return en
 }
 
 func (f *FS) readDone(obj *object, res *nfs3.ReadResult, since uint64) {

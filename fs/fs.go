@@ -111,6 +111,8 @@ type FS struct {
 	objects objectTable
 
 	sillyCount atomic.Uint64
+	// readFailures limits the log of failed READs (file.go).
+	readFailures logRate
 	// attrGen counts attribute updates, to order them: see
 	// setAttrSince.
 	attrGen atomic.Uint64
@@ -154,6 +156,7 @@ func New(cfg Config) *FS {
 		writeSlots: make(chan struct{}, o.WritesInFlight),
 		dirty:      newDirtyLimit(o.DirtyLimit),
 	}
+	f.readFailures.period = time.Second
 	f.opts = &f.cfg.Options
 	if cfg.Mountpoint != "" {
 		f.mountpoint, _ = filepath.Abs(cfg.Mountpoint)
