@@ -183,7 +183,9 @@ func measureAll(c config, tgs []target) (map[string]map[string]result, map[strin
 
 // mountTarget mounts tg and starts measuring it.
 func mountTarget(c config, tg target, workName string) (*mount, error) {
-	dir, err := os.MkdirTemp("/mnt", "bench-"+tg.name+"-")
+	// fileName: a baseline column's name has a colon, which fio takes
+	// for a list of files.
+	dir, err := os.MkdirTemp("/mnt", "bench-"+fileName(tg.name)+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +441,7 @@ func metadata(c config, ms []*mount, each func(string, func(*mount) result), fai
 	if !wanted {
 		return
 	}
-	dir := func(mt *mount) string { return filepath.Join(mt.work, "meta-"+mt.tg.name) }
+	dir := func(mt *mount) string { return filepath.Join(mt.work, "meta-"+fileName(mt.tg.name)) }
 	n := c.files
 	name := func(mt *mount, i int) string { return filepath.Join(dir(mt), fmt.Sprintf("f%06d", i)) }
 	loop := func(key string, op func(string) error) func(*mount) result {
