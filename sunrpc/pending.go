@@ -126,24 +126,8 @@ func (p *Pending[R]) Deliver(xid uint32, reply Reply, buf Releaser) bool {
 // ctx's error when ctx ends first, or ErrTimeout when the try's timeout
 // passes first; the caller then has its call back.
 func (p *Pending[R]) Wait(ctx context.Context, call *Call) error {
-	if call.timer == nil {
-		call.timer = time.NewTimer(call.timeout)
-	} else {
-		call.timer.Reset(call.timeout)
-	}
-	defer call.timer.Stop()
-	var err error
-	select {
-	case <-call.done:
-		return nil
-	case <-p.lost:
-		err = ErrDisconnected
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-call.timer.C:
-		err = ErrTimeout
-	}
-	return p.GiveUp(call, err)
+	_, err := p.wait(ctx, call, nil, call.timeout)
+	return err
 }
 
 // WaitTurn is Wait for a transport whose callers take turns at reading
@@ -153,7 +137,11 @@ func (p *Pending[R]) Wait(ctx context.Context, call *Call) error {
 // from the call's start (Deadline), so that a caller that comes back
 // after its turn does not wait longer in all.
 func (p *Pending[R]) WaitTurn(ctx context.Context, call *Call, turn <-chan struct{}) (turned bool, err error) {
-	d := time.Until(call.Deadline())
+	return p.wait(ctx, call, turn, time.Until(call.Deadline()))
+}
+
+// wait is Wait and WaitTurn (a nil turn never comes), with the timeout d.
+func (p *Pending[R]) wait(ctx context.Context, call *Call, turn <-chan struct{}, d time.Duration) (turned bool, err error) {
 	if call.timer == nil {
 		call.timer = time.NewTimer(d)
 	} else {
