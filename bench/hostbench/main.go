@@ -21,11 +21,11 @@
 //     of rdmafs, to measure a change in one run.
 //
 // It prints one table with each figure, the ratios of each rdmafs mount to
-// the loopback and to libnfs, and whether the sequential rows meet issue
-// 12's targets (at least 0.8 of the loopback, ahead of libnfs); then what
+// the loopback and to libnfs, and whether the sequential rows meet their
+// targets (at least 0.8 of the loopback, ahead of libnfs); then what
 // each operation cost the rdmafs client (CPU µs, read and write system
 // calls, context switches) and the server (CPU µs); then io_uring against
-// /dev/fuse over TCP, with issue 22's targets (at least 1.3 times on the
+// /dev/fuse over TCP, with the io_uring channel's targets (at least 1.3 times on the
 // small operations, no slower on the sequential ones), and over soft RDMA,
 // each pair measured in -pairrounds rounds, its two mounts taking turns.
 // Machines are shared and
@@ -319,7 +319,7 @@ func (w pairWorkloads) round(mnt string) []float64 {
 // stat row stays noisy at a few thousand files: its phase is one GETATTR
 // per file, a tenth of a second for 3000 (a second pass would be answered
 // from the kernel's attribute cache, not by rdmafs). With targets,
-// issue 22's (at least 1.3 on small operations, 1.0 on sequential ones)
+// the io_uring channel's (at least 1.3 on small operations, 1.0 on sequential ones)
 // for the median ratio.
 func (w pairWorkloads) table(title string, names [2]string, a, b string, targets bool) {
 	n := max(*rounds, 1)

@@ -133,4 +133,3 @@ func TestLockSQLiteTwoMounts(t *testing.T) {
 		})
 	}
 }
-
