@@ -14,7 +14,7 @@ import (
 // sqliteTxnsEnv names how many transactions each of the two processes of
 // TestLockSQLiteTwoMounts commits: sqliteTxns unless it says. A thousand
 // take about five minutes per pair in the TCG guest, so `make e2e` runs
-// fewer and `make e2e-soak` the issue's 500 each.
+// fewer and `make e2e-soak` 500 each.
 const sqliteTxnsEnv = "RDMAFS_LOCK_SQLITE_TXNS"
 
 const sqliteTxns = 100
